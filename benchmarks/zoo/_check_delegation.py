@@ -1,0 +1,139 @@
+"""Check that every zoo model lowers fully to the Ethos-U NPU.
+
+Quantizes each model to int8, lowers it with the Ethos-U partitioner for each
+target, and reports the number of delegates and any compute op left on the
+CPU. Exits non-zero if any model is not fully delegated.
+
+Usage:
+    python -m benchmarks.zoo._check_delegation [MODEL ...] [--targets T ...]
+"""
+
+import argparse
+import contextlib
+import os
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import torch
+from executorch.backends.arm.ethosu import EthosUCompileSpec, EthosUPartitioner
+from executorch.backends.arm.quantizer import (
+    EthosUQuantizer,
+    get_symmetric_quantization_config,
+)
+from executorch.exir import to_edge_transform_and_lower
+from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
+
+from benchmarks.zoo import ZOO, get
+
+TARGETS = ("ethos-u55-128", "ethos-u85-256")
+DELEGATE_CALL = "executorch_call_delegate"
+IGNORED_OPS = {
+    "quantize_per_tensor.default",
+    "dequantize_per_tensor.default",
+    "getitem",
+    DELEGATE_CALL,
+}
+
+
+@dataclass(frozen=True)
+class DelegationResult:
+    model: str
+    target: str
+    delegates: int
+    leftover_ops: tuple[str, ...]
+    error: str | None = None
+
+    @property
+    def fully_delegated(self) -> bool:
+        return self.error is None and self.delegates > 0 and not self.leftover_ops
+
+
+@contextlib.contextmanager
+def stdout_silenced() -> Iterator[None]:
+    """Silence file descriptor 1, which also catches Vela's native prints."""
+    sys.stdout.flush()
+    saved_fd = os.dup(1)
+    try:
+        with open(os.devnull, "w") as devnull:
+            os.dup2(devnull.fileno(), 1)
+            yield
+    finally:
+        sys.stdout.flush()
+        os.dup2(saved_fd, 1)
+        os.close(saved_fd)
+
+
+def op_name(target: object) -> str:
+    name = getattr(target, "__name__", str(target))
+    return name.split("::")[-1]
+
+
+def lower(
+    model: torch.nn.Module, example_inputs: tuple[torch.Tensor, ...], target: str
+) -> torch.fx.Graph:
+    """Quantize `model` to int8 and lower it for `target`; return the edge graph."""
+    spec = EthosUCompileSpec(target)
+    quantizer = EthosUQuantizer(spec)
+    quantizer.set_global(get_symmetric_quantization_config())
+    exported = torch.export.export(model, example_inputs).module(check_guards=False)
+    prepared = prepare_pt2e(exported, quantizer)
+    prepared(*example_inputs)
+    quantized = convert_pt2e(prepared)
+    program = torch.export.export(quantized, example_inputs)
+    edge = to_edge_transform_and_lower(program, partitioner=[EthosUPartitioner(spec)])
+    return edge.exported_program().graph
+
+
+def check(name: str, target: str) -> DelegationResult:
+    model, example_inputs = get(name).build()
+    try:
+        with stdout_silenced():
+            graph = lower(model, example_inputs, target)
+    except Exception as exc:  # report the failure and keep checking the others
+        return DelegationResult(name, target, 0, (), f"{type(exc).__name__}: {exc}")
+    call_names = [op_name(n.target) for n in graph.nodes if n.op == "call_function"]
+    delegates = call_names.count(DELEGATE_CALL)
+    leftover = tuple(sorted({c for c in call_names if c not in IGNORED_OPS}))
+    return DelegationResult(name, target, delegates, leftover)
+
+
+def format_row(result: DelegationResult) -> str:
+    if result.error is not None:
+        status = f"ERROR {result.error.splitlines()[0][:120]}"
+    elif result.fully_delegated:
+        status = "ok"
+    else:
+        status = "NOT FULLY DELEGATED"
+    leftover = ", ".join(result.leftover_ops) or "-"
+    return (
+        f"{result.model:28} {result.target:15} {result.delegates:>9}  "
+        f"{leftover:40} {status}"
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("models", nargs="*", help="model names (default: all)")
+    parser.add_argument("--targets", nargs="+", default=list(TARGETS))
+    args = parser.parse_args(argv)
+
+    names = args.models or list(ZOO)
+    for name in names:
+        get(name)
+
+    print(f"{'model':28} {'target':15} {'delegates':>9}  {'leftover ops':40} status")
+    results = []
+    for name in names:
+        for target in args.targets:
+            result = check(name, target)
+            results.append(result)
+            print(format_row(result), flush=True)
+
+    failures = [r for r in results if not r.fully_delegated]
+    print(f"\n{len(results) - len(failures)}/{len(results)} fully delegated")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

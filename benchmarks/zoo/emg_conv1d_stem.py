@@ -1,0 +1,35 @@
+"""EMG conv1d stem: strided temporal convolutions over raw surface-EMG channels."""
+
+import torch
+from torch import nn
+
+
+class EmgConv1dStem(nn.Module):
+    """Front end of wristband EMG decoders (e.g. the Meta sEMG-RD models).
+
+    Two strided conv1d-BN-ReLU layers downsample the 8-electrode signal in
+    time, then a global average pool and a linear layer classify the gesture.
+    """
+
+    def __init__(self, emg_channels: int = 8, num_gestures: int = 9):
+        super().__init__()
+        self.stem = nn.Sequential(
+            nn.Conv1d(emg_channels, 16, kernel_size=5, stride=2, padding=2, bias=False),
+            nn.BatchNorm1d(16),
+            nn.ReLU(),
+            nn.Conv1d(16, 32, kernel_size=3, stride=2, padding=1, bias=False),
+            nn.BatchNorm1d(32),
+            nn.ReLU(),
+        )
+        self.pool = nn.AdaptiveAvgPool1d(1)
+        self.classifier = nn.Linear(32, num_gestures)
+
+    def forward(self, emg: torch.Tensor) -> torch.Tensor:
+        features = self.pool(self.stem(emg))
+        return self.classifier(torch.flatten(features, 1))
+
+
+def build_emg_conv1d_stem() -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
+    torch.manual_seed(0)
+    model = EmgConv1dStem().eval()
+    return model, (torch.randn(1, 8, 64),)

@@ -1,0 +1,116 @@
+"""The drop-in pass for the Arm pipeline, and its one-line installation.
+
+`install()` registers one `EqsatPass` with the Arm pass manager's public hook
+(`register_pass_insertions_before/after`), so every Arm pipeline built
+afterwards runs it. By default it runs just before
+`EnsureUniqueOutputNodesPass`, where the graph is pure TOSA with its rescales
+inserted; `before="ExirToTosaPass"` runs it on edge ATen data movement instead.
+
+When no target is given, the pass takes it from the Ethos-U compile spec of
+the lowering that runs it: the pass manager only sees the TOSA part of the
+spec, so `install()` wraps `EthosUBackend.preprocess` to note the accelerator
+configuration of each delegate being compiled, and `uninstall()` unwraps it.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import functools
+
+from executorch.backends.arm._passes import arm_pass_manager
+from executorch.backends.arm._passes.ensure_unique_output_nodes_pass import EnsureUniqueOutputNodesPass
+from executorch.backends.arm._passes.exir_to_tosa_pass import ExirToTosaPass
+from executorch.backends.arm.ethosu.backend import EthosUBackend
+from executorch.backends.arm.ethosu.compile_spec import EthosUCompileSpec
+from executorch.exir.pass_base import ExportPass, PassResult
+from torch import fx
+
+from eqsat.optimize import Options, check_target, optimize
+from eqsat.report import Report
+
+INSERTION_POINTS = {
+    "EnsureUniqueOutputNodesPass": EnsureUniqueOutputNodesPass,
+    "ExirToTosaPass": ExirToTosaPass,
+}
+
+_compiling_target: contextvars.ContextVar[str | None] = contextvars.ContextVar("eqsat_target", default=None)
+_reports: list[Report] = []
+_installed: list[EqsatPass] = []
+_original_preprocess = EthosUBackend.preprocess
+
+
+class EqsatPass(ExportPass):
+    """Replace the graph by the cheapest equivalent graph the rewrite rules can find.
+
+    Identity: the output graph computes bit-identical outputs. Does not apply
+    (returns the graph unchanged) when nothing cheaper is found or anything
+    fails; the reason is in the report. Options are those of `eqsat.optimize`.
+    """
+
+    _passes_required_after: set = set()
+
+    def __init__(self, target: str | None = None, **options) -> None:
+        super().__init__()
+        self.target = check_target(target) if target is not None else None
+        Options.from_kwargs(**options)
+        self.options = options
+        self.reports: list[Report] = []
+
+    def resolve_target(self) -> str:
+        target = self.target or _compiling_target.get()
+        if target is None:
+            raise ValueError(
+                "EqsatPass has no target: pass target=... or run it inside an Ethos-U lowering"
+            )
+        return target
+
+    def call(self, graph_module: fx.GraphModule) -> PassResult:
+        optimized, report = optimize(graph_module, self.resolve_target(), **self.options)
+        self.reports.append(report)
+        _reports.append(report)
+        if optimized is graph_module:
+            return PassResult(graph_module, False)
+        graph_module.graph = optimized.graph
+        graph_module.recompile()
+        return PassResult(graph_module, True)
+
+
+@functools.wraps(_original_preprocess)
+def _preprocess_noting_target(edge_program, compile_specs):
+    token = _compiling_target.set(EthosUCompileSpec._from_list(compile_specs).target)
+    try:
+        return _original_preprocess(edge_program, compile_specs)
+    finally:
+        _compiling_target.reset(token)
+
+
+def install(target: str | None = None, *, before: str = "EnsureUniqueOutputNodesPass", **options) -> EqsatPass:
+    """Add EqsatPass to every Arm pipeline built from now on; returns the pass.
+
+    target: a Vela accelerator configuration (ethos-u55-32 ... ethos-u85-2048),
+    or None to take it from the Ethos-U compile spec of each lowering.
+    before: the pass to run just before ("EnsureUniqueOutputNodesPass" or
+    "ExirToTosaPass").
+    """
+    if before not in INSERTION_POINTS:
+        raise ValueError(f"before must be one of {sorted(INSERTION_POINTS)}, not {before!r}")
+    uninstall()
+    eqsat_pass = EqsatPass(target, **options)
+    arm_pass_manager.register_pass_insertions_before(INSERTION_POINTS[before], [eqsat_pass])
+    EthosUBackend.preprocess = staticmethod(_preprocess_noting_target)
+    _installed.append(eqsat_pass)
+    _reports.clear()
+    return eqsat_pass
+
+
+def uninstall() -> None:
+    """Remove what install() added; pipelines built afterwards run without eqsat."""
+    for registered in arm_pass_manager._registered_pass_insertions.values():
+        registered.before_passes[:] = [p for p in registered.before_passes if p not in _installed]
+    _installed.clear()
+    EthosUBackend.preprocess = staticmethod(_original_preprocess)
+
+
+def last_reports() -> list[Report]:
+    """The reports of the runs the installed pass made since install()."""
+    return list(_reports)

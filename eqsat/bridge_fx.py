@@ -1,0 +1,535 @@
+"""FX ⇄ e-graph translation.
+
+`to_egraph` reads an FX graph of the Arm pipeline into an egglog e-graph, and
+`to_fx` writes a chosen set of e-nodes back as an FX graph.
+
+The bridge knows the op registry (which FX targets are which terms) and
+nothing about rules or costs.
+
+Loading is bulk (DESIGN §3): each node becomes one row of a fact table, written
+to a TSV file and read with egglog's `input`; one generated rule per table
+then builds the terms and unions them with the node handles `Node(i)`. Vectors
+are only ever built inside those rules, where egglog builds them cheaply.
+
+Back-translation reuses every original FX node whose term was chosen
+unchanged (keeping all its meta) and builds new nodes in the dialect the graph
+was given: TOSA dialect after `ExirToTosaPass`, edge ATen before it.
+"""
+
+from __future__ import annotations
+
+import operator
+import os
+import tempfile
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterator
+
+import executorch.backends.arm.tosa.dialect  # noqa: F401  (registers the tosa ops)
+import torch
+from egglog import EGraph
+from executorch.backends.arm.tosa.mapping import TosaSpecialDtype
+from executorch.exir.dialects._ops import ops as exir_ops
+from executorch.exir.dialects.edge._ops import EdgeOpOverload
+from torch import fx
+from torch.fx.node import map_aggregate
+
+from eqsat import terms
+
+TOSA = exir_ops.backend.tosa
+
+
+# ---------------------------------------------------------------- terms
+
+
+@dataclass(frozen=True)
+class Term:
+    """One e-node in Python: a constructor of eqsat.terms, its tensor operands and attributes.
+
+    `args` are node indices when the term is read from FX and e-class ids when
+    it is read from the e-graph. `attrs` per op:
+    Transpose (perm,), Concat (axis,), Slice (start, size), Reshape (shape,),
+    Opaque and Elementwise (key,).
+    """
+
+    op: str
+    args: tuple
+    attrs: tuple
+
+    def with_args(self, args: tuple) -> Term:
+        return Term(self.op, tuple(args), self.attrs)
+
+
+def op_name(target: Any) -> str:
+    """The dotted name of an FX target: 'tosa.TRANSPOSE.default', 'aten.cat.default'."""
+    if isinstance(target, str):
+        return target
+    inner = getattr(target, "_op", target)
+    if isinstance(inner, torch._ops.OpOverload):
+        return str(inner)
+    return f"{getattr(target, '__module__', '')}.{getattr(target, '__name__', repr(target))}"
+
+
+def _tensor_val(node: fx.Node) -> torch.Tensor | None:
+    val = node.meta.get("val")
+    return val if isinstance(val, torch.Tensor) else None
+
+
+def _static_shape(node: fx.Node) -> tuple[int, ...] | None:
+    val = _tensor_val(node)
+    if val is None or not all(isinstance(d, int) for d in val.shape):
+        return None
+    return tuple(int(d) for d in val.shape)
+
+
+def _const_shape_values(arg: Any) -> tuple[int, ...] | None:
+    """The literal ints of a CONST_SHAPE node or of a plain int list."""
+    if isinstance(arg, fx.Node):
+        if op_name(arg.target) != "tosa.CONST_SHAPE.default":
+            return None
+        arg = arg.args[0]
+    if isinstance(arg, (list, tuple)) and all(isinstance(v, int) for v in arg):
+        return tuple(int(v) for v in arg)
+    return None
+
+
+def _normalize_axis(axis: int, rank: int) -> int:
+    return axis + rank if axis < 0 else axis
+
+
+# ---------------------------------------------------------------- registry
+# A reader turns one FX node into a Term, or returns None when the node does
+# not fit the modelled op (then it is read as an opaque term).
+
+Reader = Callable[[fx.Node, Callable[[fx.Node], int]], "Term | None"]
+
+
+def _read_transpose(node: fx.Node, index: Callable[[fx.Node], int]) -> Term | None:
+    x, perm = node.args[0], node.args[1]
+    rank = len(perm)
+    return Term("Transpose", (index(x),), (tuple(_normalize_axis(p, rank) for p in perm),))
+
+
+def _read_concat(node: fx.Node, index: Callable[[fx.Node], int]) -> Term | None:
+    parts = node.args[0]
+    axis = node.kwargs.get("axis", node.kwargs.get("dim", node.args[1] if len(node.args) > 1 else 0))
+    shape = _static_shape(node)
+    if shape is None or not parts:
+        return None
+    return Term("Concat", tuple(index(p) for p in parts), (_normalize_axis(axis, len(shape)),))
+
+
+def _read_tosa_slice(node: fx.Node, index: Callable[[fx.Node], int]) -> Term | None:
+    start, size = _const_shape_values(node.args[1]), _const_shape_values(node.args[2])
+    if start is None or size is None:
+        return None
+    return Term("Slice", (index(node.args[0]),), (start, size))
+
+
+def _read_aten_slice(node: fx.Node, index: Callable[[fx.Node], int]) -> Term | None:
+    x = node.args[0]
+    in_shape, out_shape = _static_shape(x), _static_shape(node)
+    dim, start, end, step = (list(node.args[1:]) + [0, None, None, 1][len(node.args) - 1 :])[:4]
+    if in_shape is None or out_shape is None or step != 1:
+        return None
+    dim = _normalize_axis(dim, len(in_shape))
+    begin = 0 if start is None else min(max(start + in_shape[dim] if start < 0 else start, 0), in_shape[dim])
+    starts = tuple(begin if d == dim else 0 for d in range(len(in_shape)))
+    return Term("Slice", (index(x),), (starts, out_shape))
+
+
+def _read_reshape(node: fx.Node, index: Callable[[fx.Node], int]) -> Term | None:
+    shape = _static_shape(node)
+    if shape is None:
+        return None
+    return Term("Reshape", (index(node.args[0]),), (shape,))
+
+
+MODELLED_OPS: dict[str, Reader] = {
+    "tosa.TRANSPOSE.default": _read_transpose,
+    "aten.permute_copy.default": _read_transpose,
+    "tosa.CONCAT.default": _read_concat,
+    "aten.cat.default": _read_concat,
+    "aten.concat.default": _read_concat,
+    "aten.concatenate.default": _read_concat,
+    "tosa.SLICE.default": _read_tosa_slice,
+    "aten.slice_copy.Tensor": _read_aten_slice,
+    "tosa.RESHAPE.default": _read_reshape,
+    "aten.view_copy.default": _read_reshape,
+}
+"""FX targets read as data-movement terms."""
+
+ELEMENTWISE_OPS = frozenset(
+    {
+        "tosa.ADD.default",
+        "tosa.SUB.default",
+        "tosa.MUL.default",
+        "tosa.CLAMP.default",
+        "tosa.CAST.default",
+        "aten.add.Tensor",
+        "aten.sub.Tensor",
+        "aten.mul.Tensor",
+        "aten.clamp.default",
+        "aten.relu.default",
+        "aten.maximum.default",
+        "aten.minimum.default",
+    }
+)
+"""FX targets read as `Elementwise`: each output element depends only on the
+operands' elements at the same broadcast position."""
+
+
+def _is_per_tensor_rescale(node: fx.Node) -> bool:
+    return op_name(node.target) == "tosa.RESCALE.default" and len(node.args[2]) == 1
+
+
+# ---------------------------------------------------------------- loading
+
+
+@dataclass
+class Loaded:
+    """An FX graph read into an e-graph.
+
+    `nodes[i]` is the FX node behind `Node(i)`, `terms[i]` the term it was read
+    as (args are node indices), `outputs` the node index of each output slot
+    (None for a non-node slot, kept as `output_literals`), and `prototypes`
+    the FX node that each opaque or elementwise key was read from.
+    """
+
+    egraph: EGraph
+    graph_module: fx.GraphModule
+    nodes: list[fx.Node]
+    terms: list[Term]
+    outputs: list[int | None]
+    output_literals: list[Any]
+    prototypes: dict[str, fx.Node]
+    dialect: str
+    index_of: dict[fx.Node, int] = field(default_factory=dict)
+
+
+def detect_dialect(graph_module: fx.GraphModule) -> str:
+    """'aten' while edge ATen data movement is still present, else 'tosa'."""
+    for node in graph_module.graph.nodes:
+        if node.op == "call_function" and op_name(node.target).startswith("aten.") and (
+            op_name(node.target) in MODELLED_OPS
+        ):
+            return "aten"
+    return "tosa"
+
+
+def _key_part(value: Any) -> str:
+    if isinstance(value, fx.Node):
+        return "$"
+    if isinstance(value, (list, tuple)):
+        return "[" + ",".join(_key_part(v) for v in value) + "]"
+    return repr(value)
+
+
+def _opaque_key(node: fx.Node) -> str:
+    """What makes two nodes the same op: target, non-tensor args, output type.
+
+    Impure ops, placeholders and get_attr nodes are unique by name.
+    """
+    parts = [node.op, op_name(node.target), _key_part(node.args), _key_part(node.kwargs)]
+    val = node.meta.get("val")
+    parts.append(_key_part(map_aggregate(val, lambda v: (tuple(v.shape), str(v.dtype)) if isinstance(v, torch.Tensor) else v)))
+    parts.append(repr(node.meta.get("output_qparams")))
+    if node.op != "call_function" or node.is_impure():
+        parts.append(node.name)
+    return "|".join(parts)
+
+
+def _node_args(node: fx.Node) -> list[fx.Node]:
+    """The FX nodes among a node's args and kwargs, in order."""
+    found: list[fx.Node] = []
+    map_aggregate((node.args, node.kwargs), lambda a: found.append(a) if isinstance(a, fx.Node) else a)
+    return found
+
+
+def read_node(node: fx.Node, index: Callable[[fx.Node], int], keys: dict[str, str]) -> Term:
+    """The term for one FX node, via the registry; unknown ops become opaque."""
+    name = op_name(node.target)
+    if node.op == "call_function" and name in MODELLED_OPS and _tensor_val(node) is not None:
+        term = MODELLED_OPS[name](node, index)
+        if term is not None:
+            return term
+    full_key = _opaque_key(node)
+    key = keys.setdefault(full_key, f"{name}#{len(keys)}")
+    is_elementwise = node.op == "call_function" and (name in ELEMENTWISE_OPS or _is_per_tensor_rescale(node))
+    op = "Elementwise" if is_elementwise and _tensor_val(node) is not None else "Opaque"
+    return Term(op, tuple(index(a) for a in _node_args(node)), (key,))
+
+
+def _fact_row(i: int, term: Term) -> tuple[str, list]:
+    """The fact table and the row that load term `i`."""
+    if term.op == "Transpose":
+        return f"Transpose_{len(term.attrs[0])}", [i, *term.args, *term.attrs[0]]
+    if term.op == "Concat":
+        return f"Concat_{len(term.args)}", [i, *term.args, term.attrs[0]]
+    if term.op == "Slice":
+        return f"Slice_{len(term.attrs[0])}", [i, *term.args, *term.attrs[0], *term.attrs[1]]
+    if term.op == "Reshape":
+        return f"Reshape_{len(term.attrs[0])}", [i, *term.args, *term.attrs[0]]
+    return f"{term.op}_{len(term.args)}", [i, term.attrs[0], *term.args]
+
+
+def _vec(names: list[str]) -> str:
+    return f"(vec-of {' '.join(names)})" if names else "(vec-empty)"
+
+
+def _build_rule(table: str) -> tuple[str, str]:
+    """The declaration of a fact table and the rule that builds its terms."""
+    op, n = table.rsplit("_", 1)
+    n = int(n)
+    xs = [f"x{k}" for k in range(n)]
+    refs = [f"(Node {x})" for x in xs]
+    if op == "Transpose":
+        cols, body = ["x0", *xs[:0], *[f"p{k}" for k in range(n)]], f"(Transpose (Node x0) {_vec([f'p{k}' for k in range(n)])})"
+    elif op == "Concat":
+        cols, body = [*xs, "axis"], f"(Concat {_vec(refs)} axis)"
+    elif op == "Slice":
+        starts, sizes = [f"s{k}" for k in range(n)], [f"z{k}" for k in range(n)]
+        cols, body = ["x0", *starts, *sizes], f"(Slice (Node x0) {_vec(starts)} {_vec(sizes)})"
+    elif op == "Reshape":
+        dims = [f"d{k}" for k in range(n)]
+        cols, body = ["x0", *dims], f"(Reshape (Node x0) {_vec(dims)})"
+    else:
+        cols, body = ["key", *xs], f"({op} key {_vec(refs)})"
+    sorts = ["i64"] + ["String" if c == "key" else "i64" for c in cols]
+    declaration = f"(relation Load{table} ({' '.join(sorts)}))"
+    rule = f"(rule ((Load{table} out {' '.join(cols)})) ((union (Node out) {body})) :ruleset load)"
+    return declaration, rule
+
+
+def _shape_row(i: int, node: fx.Node) -> tuple[str, list] | None:
+    shape = _static_shape(node)
+    if shape is None:
+        return None
+    return f"Shape_{len(shape)}", [i, str(_tensor_val(node).dtype), *shape]
+
+
+def _shape_rule(table: str) -> tuple[str, str]:
+    n = int(table.rsplit("_", 1)[1])
+    dims = [f"d{k}" for k in range(n)]
+    declaration = f"(relation Load{table} (i64 String {' '.join(['i64'] * n)}))"
+    rule = (
+        f"(rule ((Load{table} out dt {' '.join(dims)})) "
+        f"((set (shape (Node out)) {_vec(dims)}) (set (dtype (Node out)) dt)) :ruleset load)"
+    )
+    return declaration, rule
+
+
+def _write_tables(rows: dict[str, list[list]], directory: str) -> dict[str, str]:
+    paths = {}
+    for table, table_rows in rows.items():
+        path = os.path.join(directory, f"{table}.tsv")
+        with open(path, "w") as f:
+            f.writelines("\t".join(str(v) for v in row) + "\n" for row in table_rows)
+        paths[table] = path
+    return paths
+
+
+def _loaded_nodes(graph: fx.Graph) -> Iterator[fx.Node]:
+    return (n for n in graph.nodes if n.op != "output")
+
+
+def to_egraph(graph_module: fx.GraphModule) -> Loaded:
+    """Read every node of the graph into a fresh e-graph, in bulk."""
+    nodes = list(_loaded_nodes(graph_module.graph))
+    index_of = {n: i for i, n in enumerate(nodes)}
+    keys: dict[str, str] = {}
+    terms_read = [read_node(n, index_of.__getitem__, keys) for n in nodes]
+    prototypes: dict[str, fx.Node] = {}
+    for node, term in zip(nodes, terms_read):
+        if term.op in ("Opaque", "Elementwise"):
+            prototypes.setdefault(term.attrs[0], node)
+
+    rows: dict[str, list[list]] = defaultdict(list)
+    shape_rows: dict[str, list[list]] = defaultdict(list)
+    for i, (node, term) in enumerate(zip(nodes, terms_read)):
+        table, row = _fact_row(i, term)
+        rows[table].append(row)
+        if (shape_row := _shape_row(i, node)) is not None:
+            shape_rows[shape_row[0]].append(shape_row[1])
+
+    egraph = EGraph()
+    terms.declare(egraph)
+    program = ["(ruleset load)"]
+    for table in rows:
+        program.extend(_build_rule(table))
+    for table in shape_rows:
+        program.extend(_shape_rule(table))
+    with tempfile.TemporaryDirectory(prefix="eqsat-load-") as directory:
+        paths = _write_tables({**rows, **shape_rows}, directory)
+        program.extend(f'(input Load{table} "{path}")' for table, path in paths.items())
+        program.append("(run load 1)")
+        egraph._run_program(*egraph._egraph.parse_program("\n".join(program)))
+
+    output_node = next(n for n in graph_module.graph.nodes if n.op == "output")
+    slots = list(output_node.args[0]) if isinstance(output_node.args[0], (list, tuple)) else [output_node.args[0]]
+    outputs = [index_of[s] if isinstance(s, fx.Node) else None for s in slots]
+    return Loaded(
+        egraph=egraph,
+        graph_module=graph_module,
+        nodes=nodes,
+        terms=terms_read,
+        outputs=outputs,
+        output_literals=slots,
+        prototypes=prototypes,
+        dialect=detect_dialect(graph_module),
+        index_of=index_of,
+    )
+
+
+# ---------------------------------------------------------------- writing back
+
+
+class _Emitter:
+    """Builds the FX graph for a selection of e-nodes, one class at a time."""
+
+    def __init__(self, loaded: Loaded, selection: dict[str, Term], class_of_node: list[str]):
+        self.loaded = loaded
+        self.selection = selection
+        self.class_of_node = class_of_node
+        self.graph = fx.Graph()
+        self.emitted: dict[str, fx.Node] = {}
+        self.original_term = {}
+        for i, term in enumerate(loaded.terms):
+            as_classes = term.with_args(tuple(class_of_node[a] for a in term.args))
+            self.original_term.setdefault((class_of_node[i], as_classes), loaded.nodes[i])
+        self.uses_edge_ops = any(
+            isinstance(n.target, EdgeOpOverload) for n in loaded.graph_module.graph.nodes
+        )
+
+    def placeholders(self) -> None:
+        for node in self.loaded.nodes:
+            if node.op == "placeholder":
+                self.emitted[self.class_of_node[self.loaded.index_of[node]]] = self.graph.node_copy(node)
+
+    def emit(self, eclass: str) -> fx.Node:
+        """The FX node computing eclass, emitting its operands first (iteratively)."""
+        stack = [eclass]
+        while stack:
+            current = stack[-1]
+            if current in self.emitted:
+                stack.pop()
+                continue
+            missing = [a for a in self.selection[current].args if a not in self.emitted]
+            if missing:
+                stack.extend(missing)
+                continue
+            stack.pop()
+            self.emitted[current] = self._emit_one(current, self.selection[current])
+        return self.emitted[eclass]
+
+    def _emit_one(self, eclass: str, term: Term) -> fx.Node:
+        original = self.original_term.get((eclass, term))
+        if original is not None:
+            return self._copy_original(original)
+        if term.op in ("Opaque", "Elementwise"):
+            return self._emit_from_prototype(term)
+        return self._emit_data_movement(term, self._source_node(eclass, term))
+
+    def _copy_original(self, original: fx.Node) -> fx.Node:
+        return self.graph.node_copy(
+            original, lambda arg: self.emit(self.class_of_node[self.loaded.index_of[arg]])
+        )
+
+    def _emit_from_prototype(self, term: Term) -> fx.Node:
+        prototype = self.loaded.prototypes[term.attrs[0]]
+        operands = iter(self.emit(a) for a in term.args)
+        node = self.graph.node_copy(prototype, lambda _arg: next(operands))
+        self._set_val(node)
+        return node
+
+    def _source_node(self, eclass: str, term: Term) -> fx.Node:
+        """An original node whose meta (stack trace, module, qparams) the new node inherits."""
+        for i, cls in enumerate(self.class_of_node):
+            if cls == eclass:
+                return self.loaded.nodes[i]
+        return self.emitted[term.args[0]]
+
+    def _call(self, target: Any, args: tuple, kwargs: dict, source: fx.Node) -> fx.Node:
+        node = self.graph.call_function(target, args, kwargs)
+        for key in ("stack_trace", "nn_module_stack", "debug_handle", "delegation_tag", "from_node", "custom"):
+            if key in source.meta:
+                node.meta[key] = source.meta[key]
+        self._set_val(node)
+        return node
+
+    def _set_val(self, node: fx.Node) -> None:
+        fake_args, fake_kwargs = map_aggregate(
+            (node.args, node.kwargs), lambda a: a.meta["val"] if isinstance(a, fx.Node) else a
+        )
+        node.meta["val"] = node.target(*fake_args, **fake_kwargs)
+
+    def _aten(self, name: str, overload: str) -> Any:
+        packet = getattr(exir_ops.edge.aten if self.uses_edge_ops else torch.ops.aten, name)
+        return getattr(packet, overload)
+
+    def _const_shape(self, values: tuple[int, ...], source: fx.Node) -> fx.Node:
+        node = self._call(TOSA.CONST_SHAPE.default, (list(values),), {}, source)
+        node.meta[TosaSpecialDtype.meta_key()] = TosaSpecialDtype.SHAPE
+        return node
+
+    def _emit_data_movement(self, term: Term, source: fx.Node) -> fx.Node:
+        operands = [self.emitted[a] for a in term.args]
+        x = operands[0]
+        if term.op == "Transpose":
+            perm = list(term.attrs[0])
+            if self.loaded.dialect == "tosa":
+                node = self._call(TOSA.TRANSPOSE.default, (x, perm), {}, source)
+            else:
+                node = self._call(self._aten("permute_copy", "default"), (x, perm), {}, source)
+        elif term.op == "Concat":
+            if self.loaded.dialect == "tosa":
+                node = self._call(TOSA.CONCAT.default, (operands,), {"axis": term.attrs[0]}, source)
+            else:
+                node = self._call(self._aten("cat", "default"), (operands, term.attrs[0]), {}, source)
+        elif term.op == "Slice":
+            start, size = term.attrs
+            node = self._call(
+                TOSA.SLICE.default,
+                (x, self._const_shape(start, source), self._const_shape(size, source)),
+                {},
+                source,
+            )
+        elif term.op == "Reshape":
+            node = self._call(
+                TOSA.RESHAPE.default if self.loaded.dialect == "tosa" else self._aten("view_copy", "default"),
+                (x, self._const_shape(term.attrs[0], source)),
+                {},
+                source,
+            )
+        else:
+            raise ValueError(f"no emitter for {term.op}")
+        qparams = x.meta.get("output_qparams")
+        if qparams is not None:
+            node.meta["input_qparams"] = {k: qparams.get(0) for k in range(len(operands))} if isinstance(qparams, dict) else {}
+            node.meta["output_qparams"] = qparams
+        return node
+
+    def finish(self) -> fx.GraphModule:
+        slots = [
+            self.emit(self.class_of_node[i]) if i is not None else literal
+            for i, literal in zip(self.loaded.outputs, self.loaded.output_literals)
+        ]
+        original_output = next(n for n in self.loaded.graph_module.graph.nodes if n.op == "output")
+        packed = type(original_output.args[0])(slots) if isinstance(original_output.args[0], (list, tuple)) else slots[0]
+        output = self.graph.output(packed)
+        output.meta.update(original_output.meta)
+        self.graph.eliminate_dead_code()
+        self.graph.lint()
+        return fx.GraphModule(self.loaded.graph_module, self.graph)
+
+
+def to_fx(loaded: Loaded, selection: dict[str, Term], class_of_node: list[str]) -> fx.GraphModule:
+    """Write the selected e-nodes back as a new GraphModule.
+
+    `selection` maps each needed e-class to its chosen term (args are e-class
+    ids); `class_of_node[i]` is the e-class of `Node(i)`. Placeholders are all
+    kept, in their original order, because the program signature names them.
+    """
+    emitter = _Emitter(loaded, selection, class_of_node)
+    emitter.placeholders()
+    return emitter.finish()

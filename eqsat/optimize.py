@@ -1,0 +1,184 @@
+"""One optimizer run: FX -> e-graph -> saturate -> extract -> FX -> checks.
+
+Never makes a graph worse: the original graph is always a candidate, and if
+the extracted graph is not cheaper under the cost model, or anything fails,
+the original graph comes back untouched (with the reason in the report and a
+warning in the log). `strict=True` raises instead of falling back.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import warnings
+from contextlib import contextmanager
+from dataclasses import dataclass, fields
+from typing import Iterator
+
+import torch
+from torch import fx
+
+from eqsat import bridge_fx, rules
+from eqsat.extract import cost as cost_models
+from eqsat.extract.egraph_view import EGraphView
+from eqsat.extract.greedy import dag_cost, extract_greedy
+from eqsat.report import Report, op_counts
+
+logger = logging.getLogger("eqsat")
+
+ACCELERATORS = tuple(
+    [f"ethos-u55-{macs}" for macs in (32, 64, 128, 256)]
+    + [f"ethos-u85-{macs}" for macs in (128, 256, 512, 1024, 2048)]
+)
+
+
+class EqsatError(RuntimeError):
+    """An internal failure of the optimizer (raised only in strict mode)."""
+
+
+@dataclass(frozen=True)
+class Options:
+    """How the optimizer runs.
+
+    accept: "cheaper" writes the extracted graph back only when the cost model
+    says it is cheaper; "always" writes it back whenever it is not more
+    expensive (tests use it to exercise the round trip).
+    """
+
+    iteration_limit: int = 30
+    enode_limit: int = 200_000
+    time_limit: float = 20.0
+    strict: bool = False
+    accept: str = "cheaper"
+
+    @classmethod
+    def from_kwargs(cls, **kwargs) -> Options:
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(kwargs) - known)
+        if unknown:
+            raise TypeError(f"unknown eqsat option(s) {unknown}; known: {sorted(known)}")
+        options = cls(**kwargs)
+        if options.accept not in ("cheaper", "always"):
+            raise ValueError(f"accept must be 'cheaper' or 'always', not {options.accept!r}")
+        return options
+
+    @property
+    def budget(self) -> rules.Budget:
+        return rules.Budget(self.iteration_limit, self.enode_limit, self.time_limit)
+
+
+def check_target(target: str) -> str:
+    if target not in ACCELERATORS:
+        raise ValueError(f"unknown target {target!r}; expected one of {', '.join(ACCELERATORS)}")
+    return target
+
+
+@contextmanager
+def _phase(report: Report, name: str) -> Iterator[None]:
+    started = time.perf_counter()
+    try:
+        yield
+    finally:
+        report.phase_seconds[name] = report.phase_seconds.get(name, 0.0) + time.perf_counter() - started
+
+
+def _shape_of(node: fx.Node) -> tuple[int, ...] | None:
+    val = node.meta.get("val")
+    if isinstance(val, torch.Tensor) and all(isinstance(d, int) for d in val.shape):
+        return tuple(int(d) for d in val.shape)
+    return None
+
+
+def original_cost(loaded: bridge_fx.Loaded, model: cost_models.CostModel) -> float:
+    """The cost of the graph as it is: every live node once."""
+    live = [n for n in loaded.nodes if n.users or n.op == "placeholder"]
+    total = 0.0
+    for node in live:
+        term = loaded.terms[loaded.index_of[node]]
+        total += model.cost(term, _shape_of(node), [_shape_of(loaded.nodes[a]) for a in term.args])
+    return total
+
+
+def _check_outputs(original: fx.GraphModule, optimized: fx.GraphModule) -> None:
+    """The optimized graph must return the same shapes and dtypes, slot for slot."""
+
+    def signature(gm: fx.GraphModule) -> list:
+        output = next(n for n in gm.graph.nodes if n.op == "output")
+        slots = output.args[0] if isinstance(output.args[0], (list, tuple)) else [output.args[0]]
+        return [
+            (tuple(s.meta["val"].shape), s.meta["val"].dtype) if isinstance(s, fx.Node) and _shape_of(s) else repr(s)
+            for s in slots
+        ]
+
+    before, after = signature(original), signature(optimized)
+    if before != after:
+        raise EqsatError(f"output signature changed: {before} -> {after}")
+
+
+def _rebuild(
+    loaded: bridge_fx.Loaded, model: cost_models.CostModel, options: Options, report: Report
+) -> fx.GraphModule | None:
+    """Saturate, extract and write back; None when the original should be kept."""
+    with _phase(report, "saturate"):
+        saturation = rules.saturate(loaded.egraph, options.budget)
+    report.iterations, report.stop_reason = saturation.iterations, saturation.stop_reason
+    report.rules_fired = dict(sorted(saturation.rule_matches.items()))
+
+    with _phase(report, "extract"):
+        view = EGraphView.of(loaded.egraph, len(loaded.nodes))
+        report.egraph_enodes, report.egraph_classes = view.enode_count, len(view.candidates)
+
+        def term_cost(eclass: str, term: bridge_fx.Term) -> float:
+            return model.cost(term, view.shapes.get(eclass), [view.shapes.get(a) for a in term.args])
+
+        selection = extract_greedy(view.candidates, term_cost)
+        roots = [view.class_of_node[i] for i in loaded.outputs if i is not None]
+        missing = [r for r in roots if r not in selection]
+        if missing:
+            raise EqsatError(f"no finite-cost term for output classes {missing}")
+        report.cost_after = dag_cost(selection, roots, term_cost)
+
+    accepted = report.cost_after < report.cost_before or (
+        options.accept == "always" and report.cost_after <= report.cost_before
+    )
+    if not accepted:
+        return None
+    with _phase(report, "write_back"):
+        return bridge_fx.to_fx(loaded, selection, view.class_of_node)
+
+
+def optimize(graph_module: fx.GraphModule, target: str = "ethos-u55-128", **options) -> tuple[fx.GraphModule, Report]:
+    """Optimize one FX graph for target; returns (graph module, report).
+
+    The input graph module is never modified. The result is a new graph
+    module when the optimizer found a cheaper equivalent graph, else the input.
+    """
+    check_target(target)
+    parsed = Options.from_kwargs(**options)
+    report = Report(target=target, fx_nodes_before=len(graph_module.graph.nodes), ops_before=op_counts(graph_module))
+    model = cost_models.cost_model_for(target)
+    report.cost_unit = model.unit
+    try:
+        with _phase(report, "load"):
+            loaded = bridge_fx.to_egraph(graph_module)
+        report.dialect = loaded.dialect
+        report.cost_before = original_cost(loaded, model)
+        optimized = _rebuild(loaded, model, parsed, report)
+        if optimized is not None:
+            with _phase(report, "check"):
+                _check_outputs(graph_module, optimized)
+    except Exception as error:  # noqa: BLE001 - the fail-safe: any failure keeps the original graph
+        if parsed.strict:
+            raise
+        report.fallback = f"{type(error).__name__}: {error}"
+        message = f"eqsat: kept the unmodified graph because of {report.fallback}"
+        logger.warning(message)
+        warnings.warn(message, RuntimeWarning, stacklevel=2)
+        optimized = None
+    result = optimized if optimized is not None else graph_module
+    report.changed = optimized is not None
+    if not report.changed:
+        report.cost_after = report.cost_before
+    report.fx_nodes_after = len(result.graph.nodes)
+    report.ops_after = op_counts(result)
+    return result, report

@@ -1,0 +1,45 @@
+"""What one eqsat run did, as plain data."""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import asdict, dataclass, field
+
+from eqsat.bridge_fx import op_name
+
+
+@dataclass
+class Report:
+    """The record of one run of the optimizer on one graph.
+
+    Costs are in the cost model's unit (`cost_unit`); `fallback` is the reason
+    the original graph was returned untouched, or None.
+    """
+
+    target: str
+    dialect: str = ""
+    fx_nodes_before: int = 0
+    fx_nodes_after: int = 0
+    ops_before: dict[str, int] = field(default_factory=dict)
+    ops_after: dict[str, int] = field(default_factory=dict)
+    rules_fired: dict[str, int] = field(default_factory=dict)
+    iterations: int = 0
+    stop_reason: str = ""
+    egraph_enodes: int = 0
+    egraph_classes: int = 0
+    cost_before: float | None = None
+    cost_after: float | None = None
+    cost_unit: str = ""
+    phase_seconds: dict[str, float] = field(default_factory=dict)
+    changed: bool = False
+    fallback: str | None = None
+
+    def as_dict(self) -> dict:
+        """The report as JSON-able data."""
+        return asdict(self)
+
+
+def op_counts(graph_module) -> dict[str, int]:
+    """How many call_function nodes of each target a graph has."""
+    counts = Counter(op_name(n.target) for n in graph_module.graph.nodes if n.op == "call_function")
+    return dict(sorted(counts.items()))

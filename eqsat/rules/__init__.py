@@ -1,0 +1,70 @@
+"""The rewrite schedule: which rulesets run, in what order, under which budgets.
+
+This module composes the schedule and nothing else does. Each algebra lives in
+its own module with one ruleset; the analysis ruleset (it adds no terms) is
+saturated before every round of rewrites.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+
+from egglog import EGraph, Ruleset, ruleset
+
+ANALYSIS: Ruleset = ruleset(name="analysis")
+"""Shape and dtype facts for terms the rewrites create."""
+
+REWRITES: tuple[Ruleset, ...] = ()
+"""The rewrite rulesets, one per algebra."""
+
+
+@dataclass(frozen=True)
+class Budget:
+    """Limits on saturation. All three are always enforced."""
+
+    iterations: int = 30
+    enodes: int = 200_000
+    seconds: float = 20.0
+
+
+@dataclass
+class SaturationResult:
+    iterations: int = 0
+    stop_reason: str = "saturated"
+    rule_matches: Counter = field(default_factory=Counter)
+
+
+def enode_count(egraph: EGraph) -> int:
+    return sum(size for _, size in egraph.all_function_sizes())
+
+
+def saturate(egraph: EGraph, budget: Budget, rewrites: tuple[Ruleset, ...] = REWRITES) -> SaturationResult:
+    """Run analysis, then one round of every rewrite ruleset, until nothing changes or a budget is hit."""
+    result = SaturationResult()
+    if not rewrites:
+        return result
+    started = time.monotonic()
+    while True:
+        if result.iterations >= budget.iterations:
+            result.stop_reason = "iteration limit"
+            break
+        if time.monotonic() - started > budget.seconds:
+            result.stop_reason = "time limit"
+            break
+        if enode_count(egraph) > budget.enodes:
+            result.stop_reason = "e-node limit"
+            break
+        egraph.run(ANALYSIS.saturate())
+        updated = False
+        for rules in rewrites:
+            report = egraph.run(1, ruleset=rules)
+            updated |= report.updated
+            for rule_name, matches in report.num_matches_per_rule.items():
+                result.rule_matches[str(rule_name)] += matches
+        result.iterations += 1
+        if not updated:
+            result.stop_reason = "saturated"
+            break
+    return result

@@ -1,0 +1,80 @@
+"""The term language: one tensor sort, one constructor per modelled op.
+
+Data movement is modelled explicitly, because that is what the rules rewrite:
+TRANSPOSE, CONCAT, SLICE and RESHAPE. Ops whose output element depends only on
+the input elements at the same (broadcast) position are `Elementwise`. Every
+other op is `Opaque`: it carries a key that names its target, its non-tensor
+arguments and its output type, so two opaque terms are equal exactly when the
+ops are the same pure op on the same inputs.
+
+`Node(i)` is the handle of the i-th loaded FX node. The bridge unions it with
+the node's term; it is never extracted.
+
+Attributes are `i64`, permutations and shapes `Vec[i64]` (DESIGN §3).
+"""
+
+from __future__ import annotations
+
+from egglog import EGraph, Expr, String, StringLike, Vec, function, i64, i64Like, method
+
+
+class Tensor(Expr, egg_sort="Tensor"):
+    @method(egg_fn="Node", unextractable=True)
+    @classmethod
+    def node(cls, index: i64Like) -> Tensor:
+        """The FX node with this index in the loaded graph."""
+
+    @method(egg_fn="Opaque")
+    @classmethod
+    def opaque(cls, key: StringLike, args: Vec[Tensor]) -> Tensor:
+        """An op the rules know nothing about, applied to its tensor arguments."""
+
+    @method(egg_fn="Elementwise")
+    @classmethod
+    def elementwise(cls, key: StringLike, args: Vec[Tensor]) -> Tensor:
+        """A per-element op (with broadcasting) applied to its tensor operands."""
+
+    @method(egg_fn="Transpose")
+    def transpose(self, perm: Vec[i64]) -> Tensor:
+        """TOSA TRANSPOSE: output dim i is input dim perm[i]."""
+
+    @method(egg_fn="Concat")
+    @classmethod
+    def concat(cls, parts: Vec[Tensor], axis: i64Like) -> Tensor:
+        """TOSA CONCAT of the parts along axis."""
+
+    @method(egg_fn="Slice")
+    def slice(self, start: Vec[i64], size: Vec[i64]) -> Tensor:
+        """TOSA SLICE: the box [start, start + size) of the input."""
+
+    @method(egg_fn="Reshape")
+    def reshape(self, shape: Vec[i64]) -> Tensor:
+        """TOSA RESHAPE to shape, row-major."""
+
+
+@function(egg_fn="shape", merge=lambda old, new: old)
+def shape(x: Tensor) -> Vec[i64]:
+    """The static shape of a tensor term (the analysis)."""
+
+
+@function(egg_fn="dtype", merge=lambda old, new: old)
+def dtype(x: Tensor) -> String:
+    """The element type of a tensor term, as torch spells it ("torch.int8")."""
+
+
+CONSTRUCTORS = (
+    Tensor.node,
+    Tensor.opaque,
+    Tensor.elementwise,
+    Tensor.transpose,
+    Tensor.concat,
+    Tensor.slice,
+    Tensor.reshape,
+)
+ANALYSES = (shape, dtype)
+
+
+def declare(egraph: EGraph) -> None:
+    """Declare the whole language in egraph, so raw program text can use it."""
+    for fn in CONSTRUCTORS + ANALYSES:
+        egraph._callable_to_egg(fn)
