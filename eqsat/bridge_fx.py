@@ -30,6 +30,7 @@ import torch
 from egglog import EGraph
 from executorch.backends.arm.tosa.mapping import TosaSpecialDtype
 from executorch.exir.dialects._ops import ops as exir_ops
+from executorch.exir.dialects.backend._ops import BackendOpOverload
 from executorch.exir.dialects.edge._ops import EdgeOpOverload
 from torch import fx
 from torch.fx.node import map_aggregate
@@ -64,9 +65,10 @@ def op_name(target: Any) -> str:
     """The dotted name of an FX target: 'tosa.TRANSPOSE.default', 'aten.cat.default'."""
     if isinstance(target, str):
         return target
-    inner = getattr(target, "_op", target)
-    if isinstance(inner, torch._ops.OpOverload):
-        return str(inner)
+    if isinstance(target, (EdgeOpOverload, BackendOpOverload)):
+        return str(target._op)
+    if isinstance(target, torch._ops.OpOverload):
+        return str(target)
     return f"{getattr(target, '__module__', '')}.{getattr(target, '__name__', repr(target))}"
 
 
@@ -384,6 +386,10 @@ def to_egraph(graph_module: fx.GraphModule) -> Loaded:
 # ---------------------------------------------------------------- writing back
 
 
+INHERITED_META = ("stack_trace", "nn_module_stack", "debug_handle", "delegation_tag", "from_node", "custom")
+"""Meta a new node takes from the original node it stands in for."""
+
+
 class _Emitter:
     """Builds the FX graph for a selection of e-nodes, one class at a time."""
 
@@ -451,9 +457,7 @@ class _Emitter:
 
     def _call(self, target: Any, args: tuple, kwargs: dict, source: fx.Node) -> fx.Node:
         node = self.graph.call_function(target, args, kwargs)
-        for key in ("stack_trace", "nn_module_stack", "debug_handle", "delegation_tag", "from_node", "custom"):
-            if key in source.meta:
-                node.meta[key] = source.meta[key]
+        node.meta.update({key: source.meta[key] for key in INHERITED_META if key in source.meta})
         self._set_val(node)
         return node
 
@@ -468,7 +472,9 @@ class _Emitter:
         return getattr(packet, overload)
 
     def _const_shape(self, values: tuple[int, ...], source: fx.Node) -> fx.Node:
-        node = self._call(TOSA.CONST_SHAPE.default, (list(values),), {}, source)
+        node = self.graph.call_function(TOSA.CONST_SHAPE.default, (list(values),))
+        node.meta.update({key: source.meta[key] for key in INHERITED_META if key in source.meta})
+        node.meta["val"] = list(values)
         node.meta[TosaSpecialDtype.meta_key()] = TosaSpecialDtype.SHAPE
         return node
 

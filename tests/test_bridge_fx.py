@@ -1,0 +1,187 @@
+"""Bridge unit tests on hand-built FX graphs: read, load, write back."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from executorch.backends.arm.tosa.specification import TosaLoweringContext, TosaSpecification
+from executorch.exir.dialects._ops import ops as exir_ops
+
+from eqsat import bridge_fx
+from eqsat.extract.egraph_view import EGraphView
+from eqsat.extract.greedy import extract_greedy
+from tests.graphs import GraphBuilder, assert_bit_identical
+
+aten = torch.ops.aten
+TOSA = exir_ops.backend.tosa
+U55_SPEC = TosaSpecification.create_from_string("TOSA-1.0+INT+int16+int4+u55")
+
+
+def round_trip(graph_module, union_program: str = ""):
+    """Load, optionally union extra terms in (raw egglog), extract by element count, write back."""
+    loaded = bridge_fx.to_egraph(graph_module)
+    if union_program:
+        loaded.egraph._run_program(*loaded.egraph._egraph.parse_program(union_program))
+    view = EGraphView.of(loaded.egraph, len(loaded.nodes))
+
+    def cost(eclass, term):
+        shape = view.shapes.get(eclass)
+        return 1.0 + (0 if shape is None else torch.Size(shape).numel())
+
+    selection = extract_greedy(view.candidates, cost)
+    return loaded, view, bridge_fx.to_fx(loaded, selection, view.class_of_node)
+
+
+def classes_of(graph_module, *names):
+    loaded = bridge_fx.to_egraph(graph_module)
+    view = EGraphView.of(loaded.egraph, len(loaded.nodes))
+    by_name = {n.name: i for i, n in enumerate(loaded.nodes)}
+    return [view.class_of_node[by_name[name]] for name in names]
+
+
+@pytest.mark.parametrize("alias", [aten.cat.default, aten.concat.default, aten.concatenate.default])
+def test_every_concat_alias_is_the_same_term(alias):
+    g = GraphBuilder()
+    x, y = g.input("x", (1, 4, 2)), g.input("y", (1, 3, 2))
+    reference = g.call(aten.cat.default, [x, y], 1)
+    aliased = g.call(alias, [x, y], 1)
+    gm = g.output(reference, aliased)
+    first, second = classes_of(gm, reference.name, aliased.name)
+    assert first == second
+
+
+def test_tosa_concat_is_the_same_term_as_aten_cat():
+    g = GraphBuilder()
+    x, y = g.input("x", (1, 4, 2)), g.input("y", (1, 3, 2))
+    with TosaLoweringContext(U55_SPEC):
+        tosa_concat = g.call(TOSA.CONCAT.default, [x, y], axis=1)
+    aten_cat = g.call(aten.cat.default, [x, y], -2)
+    gm = g.output(tosa_concat, aten_cat)
+    first, second = classes_of(gm, tosa_concat.name, aten_cat.name)
+    assert first == second
+
+
+def test_round_trip_without_rewrites_reuses_every_node_with_its_meta():
+    g = GraphBuilder()
+    x = g.input("x", (1, 2, 3, 4))
+    t = g.call(aten.permute_copy.default, x, [0, 2, 3, 1])
+    s = g.call(aten.slice_copy.Tensor, t, 3, 0, 1)
+    c = g.call(aten.cat.default, [s, s], 3)
+    v = g.call(aten.view_copy.default, c, [1, 3, 4, 2])
+    r = g.call(aten.relu.default, v)
+    t.meta["debug_handle"] = 7
+    gm = g.output(r)
+    _, _, rebuilt = round_trip(gm)
+    assert [n.name for n in rebuilt.graph.nodes] == [n.name for n in gm.graph.nodes]
+    new_t = next(n for n in rebuilt.graph.nodes if n.name == t.name)
+    assert new_t.meta["debug_handle"] == 7 and new_t.meta["stack_trace"] == t.meta["stack_trace"]
+    assert_bit_identical(gm, rebuilt)
+
+
+def test_duplicate_output_slots_stay_distinct_slots():
+    g = GraphBuilder()
+    x = g.input("x", (2, 3))
+    y = g.call(aten.neg.default, x)
+    gm = g.output(y, y, x)
+    _, _, rebuilt = round_trip(gm)
+    output = next(n for n in rebuilt.graph.nodes if n.op == "output")
+    slots = output.args[0]
+    assert len(slots) == 3 and slots[0] is slots[1] and slots[2].op == "placeholder"
+    assert_bit_identical(gm, rebuilt)
+
+
+def test_multi_output_op_and_getitem_round_trip():
+    g = GraphBuilder()
+    x = g.input("x", (2, 6), torch.float32)
+    values_and_indices = g.call(aten.max.dim, x, 1)
+    values, indices = g.getitem(values_and_indices, 0), g.getitem(values_and_indices, 1)
+    gm = g.output(indices, values)
+    _, _, rebuilt = round_trip(gm)
+    assert sum(n.target is aten.max.dim for n in rebuilt.graph.nodes) == 1
+    assert_bit_identical(gm, rebuilt)
+
+
+def test_identical_pure_opaque_ops_merge_and_placeholders_do_not():
+    g = GraphBuilder()
+    x, y = g.input("x", (2, 3)), g.input("y", (2, 3))
+    a, b = g.call(aten.bitwise_not.default, x), g.call(aten.bitwise_not.default, x)
+    gm = g.output(a, b, y)
+    class_a, class_b, class_x, class_y = classes_of(gm, a.name, b.name, x.name, y.name)
+    assert class_a == class_b
+    assert class_x != class_y
+
+
+def test_opaque_ops_with_different_arguments_do_not_merge():
+    g = GraphBuilder()
+    x = g.input("x", (2, 3))
+    a, b = g.call(aten.clamp.default, x, -1, 5), g.call(aten.clamp.default, x, -1, 6)
+    gm = g.output(a, b)
+    class_a, class_b = classes_of(gm, a.name, b.name)
+    assert class_a != class_b
+
+
+def test_constants_and_get_attr_round_trip():
+    g = GraphBuilder()
+    x = g.input("x", (2, 3))
+    weight = g.constant("weight", torch.arange(6, dtype=torch.int8).reshape(2, 3))
+    gm = g.output(g.call(aten.add.Tensor, x, weight))
+    _, _, rebuilt = round_trip(gm)
+    assert any(n.op == "get_attr" and n.target == "weight" for n in rebuilt.graph.nodes)
+    assert_bit_identical(gm, rebuilt)
+
+
+def test_tosa_slice_reads_its_const_shape_operands():
+    g = GraphBuilder()
+    x = g.input("x", (1, 8, 8, 16))
+    with TosaLoweringContext(U55_SPEC):
+        start = g.call(TOSA.CONST_SHAPE.default, [0, 0, 0, 0])
+        size = g.call(TOSA.CONST_SHAPE.default, [1, 8, 8, 8])
+        sliced = g.call(TOSA.SLICE.default, x, start, size)
+    gm = g.output(sliced)
+    loaded = bridge_fx.to_egraph(gm)
+    assert loaded.terms[loaded.index_of[sliced]] == bridge_fx.Term(
+        "Slice", (loaded.index_of[x],), ((0, 0, 0, 0), (1, 8, 8, 8))
+    )
+    with TosaLoweringContext(U55_SPEC):
+        _, _, rebuilt = round_trip(gm)
+    assert [n.name for n in rebuilt.graph.nodes] == [n.name for n in gm.graph.nodes]
+
+
+def _double_transpose(builder_call):
+    g = GraphBuilder()
+    x = g.input("x", (1, 2, 3, 4))
+    first = builder_call(g, x, [0, 2, 3, 1])
+    second = builder_call(g, first, [0, 3, 1, 2])
+    return g, x, second
+
+
+def test_new_nodes_are_built_in_the_aten_dialect_with_val():
+    g, x, second = _double_transpose(lambda g, x, p: g.call(aten.permute_copy.default, x, p))
+    gm = g.output(g.call(aten.neg.default, second))
+    loaded, _, rebuilt = round_trip(gm, "(union (Node 2) (Transpose (Node 0) (vec-of 0 1 2 3)))")
+    assert loaded.dialect == "aten"
+    permutes = [n for n in rebuilt.graph.nodes if n.target is aten.permute_copy.default]
+    assert len(permutes) == 1 and permutes[0].args[1] == [0, 1, 2, 3]
+    assert tuple(permutes[0].meta["val"].shape) == (1, 2, 3, 4)
+    assert_bit_identical(gm, rebuilt)
+
+
+def test_new_nodes_are_built_in_the_tosa_dialect_with_val_and_qparams():
+    def tosa_transpose(g, x, perm):
+        with TosaLoweringContext(U55_SPEC):
+            node = g.call(TOSA.TRANSPOSE.default, x, perm)
+        node.meta["output_qparams"] = {0: "qparams of x"}
+        return node
+
+    g, x, second = _double_transpose(tosa_transpose)
+    x.meta["output_qparams"] = {0: "qparams of x"}
+    gm = g.output(second)
+    with TosaLoweringContext(U55_SPEC):
+        loaded, _, rebuilt = round_trip(gm, "(union (Node 2) (Reshape (Node 0) (vec-of 1 2 3 4)))")
+    assert loaded.dialect == "tosa"
+    reshapes = [n for n in rebuilt.graph.nodes if n.target == TOSA.RESHAPE.default]
+    assert len(reshapes) == 1 and not any(n.target == TOSA.TRANSPOSE.default for n in rebuilt.graph.nodes)
+    assert tuple(reshapes[0].meta["val"].shape) == (1, 2, 3, 4)
+    assert reshapes[0].meta["output_qparams"] == {0: "qparams of x"}
+    shape_operand = reshapes[0].args[1]
+    assert shape_operand.target == TOSA.CONST_SHAPE.default and shape_operand.args[0] == [1, 2, 3, 4]
