@@ -6,7 +6,7 @@
 """
 
 from eqsat.arm_pass import EqsatPass, install, last_reports, uninstall
-from eqsat.optimize import ACCELERATORS, EqsatError, Options, optimize
+from eqsat.pipeline import ACCELERATORS, EqsatError, Options, optimize
 from eqsat.report import Report
 
 __all__ = [

@@ -25,7 +25,7 @@ from executorch.backends.arm.ethosu.compile_spec import EthosUCompileSpec
 from executorch.exir.pass_base import ExportPass, PassResult
 from torch import fx
 
-from eqsat.optimize import Options, check_target, optimize
+from eqsat.pipeline import Options, check_target, optimize
 from eqsat.report import Report
 
 INSERTION_POINTS = {

@@ -40,8 +40,9 @@ def enode_count(egraph: EGraph) -> int:
     return sum(size for _, size in egraph.all_function_sizes())
 
 
-def saturate(egraph: EGraph, budget: Budget, rewrites: tuple[Ruleset, ...] = REWRITES) -> SaturationResult:
+def saturate(egraph: EGraph, budget: Budget) -> SaturationResult:
     """Run analysis, then one round of every rewrite ruleset, until nothing changes or a budget is hit."""
+    rewrites = REWRITES
     result = SaturationResult()
     if not rewrites:
         return result

@@ -1,0 +1,103 @@
+"""The optimizer's contract: options, fail-safe, never worse."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from egglog import Vec, i64, panic, rule, ruleset, var
+
+import eqsat
+from eqsat import pipeline
+from eqsat import rules
+from eqsat.terms import Tensor
+from tests.graphs import GraphBuilder, assert_bit_identical
+
+aten = torch.ops.aten
+
+
+def permute_graph():
+    g = GraphBuilder()
+    x = g.input("x", (1, 2, 3, 4))
+    y = g.call(aten.permute_copy.default, x, [0, 2, 3, 1])
+    return g.output(g.call(aten.neg.default, y))
+
+
+def test_unknown_option_is_a_clear_error():
+    with pytest.raises(TypeError, match="unknown eqsat option.*iteration_limt"):
+        eqsat.optimize(permute_graph(), iteration_limt=3)
+
+
+def test_unknown_target_is_a_clear_error():
+    with pytest.raises(ValueError, match="unknown target 'ethos-u99'"):
+        eqsat.optimize(permute_graph(), target="ethos-u99")
+
+
+def test_nothing_cheaper_returns_the_original_graph_untouched():
+    gm = permute_graph()
+    code = gm.code
+    result, report = eqsat.optimize(gm)
+    assert result is gm and gm.code == code
+    assert not report.changed and report.fallback is None
+    assert report.cost_after == report.cost_before
+
+
+def test_accept_always_writes_back_an_equivalent_graph():
+    gm = permute_graph()
+    result, report = eqsat.optimize(gm, accept="always")
+    assert result is not gm and report.changed
+    assert_bit_identical(gm, result)
+
+
+def test_duplicate_subgraphs_merge_and_cost_less():
+    g = GraphBuilder()
+    x = g.input("x", (4, 8))
+    first, second = g.call(aten.bitwise_not.default, x), g.call(aten.bitwise_not.default, x)
+    gm = g.output(g.call(aten.add.Tensor, first, second))
+    result, report = eqsat.optimize(gm)
+    assert report.changed and report.cost_after < report.cost_before
+    assert report.ops_after["aten.bitwise_not.default"] == 1
+    assert_bit_identical(gm, result)
+
+
+def test_a_broken_extractor_leaves_the_graph_untouched_and_says_why(monkeypatch):
+    def broken_extractor(*args, **kwargs):
+        raise RuntimeError("extractor exploded")
+
+    monkeypatch.setattr(pipeline, "extract_greedy", broken_extractor)
+    gm = permute_graph()
+    code = gm.code
+    with pytest.warns(RuntimeWarning, match="extractor exploded"):
+        result, report = eqsat.optimize(gm, accept="always")
+    assert result is gm and gm.code == code
+    assert report.fallback == "RuntimeError: extractor exploded"
+    assert not report.changed
+
+
+def broken_rules():
+    x, p = var("x", Tensor), var("p", Vec[i64])
+    return ruleset(rule(Tensor.transpose(x, p)).then(panic("broken rule fired")), name="broken")
+
+
+def test_a_broken_rule_leaves_the_graph_untouched_and_says_why(monkeypatch):
+    monkeypatch.setattr(rules, "REWRITES", (broken_rules(),))
+    gm = permute_graph()
+    with pytest.warns(RuntimeWarning, match="broken rule fired"):
+        result, report = eqsat.optimize(gm, accept="always")
+    assert result is gm
+    assert "broken rule fired" in report.fallback
+
+
+def test_strict_mode_raises_instead_of_falling_back(monkeypatch):
+    monkeypatch.setattr(pipeline, "extract_greedy", lambda *a, **k: 1 / 0)
+    with pytest.raises(ZeroDivisionError):
+        eqsat.optimize(permute_graph(), strict=True)
+
+
+def test_report_is_plain_data():
+    import json
+
+    _, report = eqsat.optimize(permute_graph())
+    data = json.loads(json.dumps(report.as_dict()))
+    assert data["target"] == "ethos-u55-128"
+    assert set(data["phase_seconds"]) >= {"load", "saturate", "extract"}
+    assert data["ops_before"]["aten.permute_copy.default"] == 1
