@@ -173,6 +173,9 @@ ELEMENTWISE_OPS = frozenset(
         "aten.mul.Tensor",
         "aten.clamp.default",
         "aten.relu.default",
+        "aten.neg.default",
+        "aten.abs.default",
+        "aten.bitwise_not.default",
         "aten.maximum.default",
         "aten.minimum.default",
     }

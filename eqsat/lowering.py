@@ -84,9 +84,7 @@ def quantize(
         raise ValueError("quantize() needs a model in eval mode; call model.eval()")
     quantizer = EthosUQuantizer(EthosUCompileSpec(target))
     quantizer.set_global(get_symmetric_quantization_config())
-    graph_module = torch.export.export(model, example_inputs).module(
-        check_guards=False
-    )
+    graph_module = torch.export.export(model, example_inputs).module(check_guards=False)
     prepared = prepare_pt2e(graph_module, quantizer)
     prepared(*example_inputs)
     return torch.export.export(convert_pt2e(prepared), example_inputs)
@@ -110,9 +108,7 @@ def lower(
     spec = EthosUCompileSpec(target).dump_intermediate_artifacts_to(str(workdir))
     start = time.perf_counter()
     with _stdout_kept_for_errors():
-        edge = to_edge_transform_and_lower(
-            exported_program, partitioner=[EthosUPartitioner(spec)]
-        )
+        edge = to_edge_transform_and_lower(exported_program, partitioner=[EthosUPartitioner(spec)])
     seconds = time.perf_counter() - start
     graph_module = edge.exported_program().graph_module
     tags = _delegation_tags(graph_module)
@@ -184,9 +180,7 @@ def _tosa_artifact(workdir: Path, tag: str) -> Path:
 
 def _cpu_ops(graph_module: torch.fx.GraphModule) -> list[str]:
     """Return the names of the call_function nodes left outside the delegates."""
-    names = (
-        _op_name(node) for node in graph_module.graph.nodes if node.op == "call_function"
-    )
+    names = (_op_name(node) for node in graph_module.graph.nodes if node.op == "call_function")
     return [name for name in names if not _is_boundary_op(name)]
 
 

@@ -55,8 +55,11 @@ class TensorSpec(NamedTuple):
 
 
 def tosa_inputs(tosa_flatbuffer: bytes) -> list[TensorSpec]:
-    """Return the `(name, shape, dtype)` of each input of the graph's main
-    block, in the order the graph takes them."""
+    """Return `(name, shape, dtype)` per input of the graph, in the order it takes them.
+
+    These are the inputs of the main block (region 0, block 0); dtypes are
+    numpy dtypes, and a TOSA dtype without one raises ValueError.
+    """
     return _block_tensors(tosa_flatbuffer, "Inputs")
 
 
@@ -129,9 +132,7 @@ def assert_lowerings_equivalent(a: Lowered, b: Lowered, **options) -> None:
     `assert_equivalent(..., **options)`.
     """
     if a.delegates != b.delegates:
-        raise NotEquivalentError(
-            f"the lowerings have {a.delegates} and {b.delegates} delegates"
-        )
+        raise NotEquivalentError(f"the lowerings have {a.delegates} and {b.delegates} delegates")
     for index, (original, optimized) in enumerate(
         zip(a.tosa_flatbuffers, b.tosa_flatbuffers, strict=True)
     ):
@@ -146,8 +147,7 @@ def _block_tensors(tosa_flatbuffer: bytes, which: str) -> list[TensorSpec]:
     """Return the specs of the main block's `which` ("Inputs"/"Outputs") tensors."""
     block = TosaGraph.GetRootAsTosaGraph(tosa_flatbuffer, 0).Regions(0).Blocks(0)
     tensors = {
-        tensor.Name(): tensor
-        for tensor in (block.Tensors(i) for i in range(block.TensorsLength()))
+        tensor.Name(): tensor for tensor in (block.Tensors(i) for i in range(block.TensorsLength()))
     }
     names = [getattr(block, which)(i) for i in range(getattr(block, f"{which}Length")())]
     return [_tensor_spec(tensors[name]) for name in names]
@@ -203,9 +203,7 @@ def _require_matching_inputs(specs: list[TensorSpec], inputs: list[np.ndarray]) 
     given = [(tuple(array.shape), array.dtype) for array in inputs]
     if given != _signature(specs):
         rendered = ", ".join(f"{array.dtype}{list(array.shape)}" for array in inputs)
-        raise SignatureMismatchError(
-            f"the graph takes {_describe(specs)}, but got [{rendered}]"
-        )
+        raise SignatureMismatchError(f"the graph takes {_describe(specs)}, but got [{rendered}]")
 
 
 def _require_identical_outputs(
@@ -215,9 +213,7 @@ def _require_identical_outputs(
 ) -> None:
     """Raise NotEquivalentError at the first output that differs in any bit."""
     if len(original) != len(optimized):
-        raise NotEquivalentError(
-            f"the graphs give {len(original)} and {len(optimized)} outputs"
-        )
+        raise NotEquivalentError(f"the graphs give {len(original)} and {len(optimized)} outputs")
     for index, (expected, actual) in enumerate(zip(original, optimized)):
         where = f"output {index} ({names[index]})"
         if expected.dtype != actual.dtype or expected.shape != actual.shape:

@@ -49,8 +49,9 @@ class LayerCycles:
     `name` is Vela's name for the operation (its output tensor, or `#<id>`
     for operations Vela inserted itself). `operator` is the operation Vela
     runs; `source_operator` is the TOSA operator it came from, or None when
-    Vela does not say. `cycles_npu` is the NPU compute estimate (column
-    `NPU`); `cycles_total` also counts memory access (column `Op Cycles`).
+    Vela does not say. `cycles_npu` is the NPU estimate (column `NPU`);
+    `cycles_total` is the estimate once memory access is taken into account
+    (column `Op Cycles`).
     """
 
     name: str
@@ -65,9 +66,11 @@ class VelaEstimate:
     """Vela's cost estimate for one TOSA graph.
 
     `cycles_npu` and `cycles_total` are the network totals of Vela's summary.
-    With Vela 5.1 they equal the sums of `cycles_npu` and `cycles_total` over
-    `layers`, which lists the NPU operations in Vela's order. `npu_ops` and
-    `cpu_ops` are Vela's operator counts.
+    `layers` lists the NPU operations in Vela's order; with Vela 5.1 the sums
+    of their `cycles_npu` and `cycles_total` equal the network totals exactly.
+    An operation that Vela fused into its neighbour keeps its own layer, with
+    0 cycles, so `layers` can be longer than `npu_ops`. `npu_ops` and
+    `cpu_ops` are Vela's operator counts, which count a fused group once.
     """
 
     cycles_npu: int
@@ -97,7 +100,12 @@ def estimate(
         network.write_bytes(tosa_flatbuffer)
         output_dir = run_dir / "output"
         stdout = _run_vela(
-            [*vela_flags(target), "--verbose-performance", f"--output-dir={output_dir}", str(network)]
+            [
+                *vela_flags(target),
+                "--verbose-performance",
+                f"--output-dir={output_dir}",
+                str(network),
+            ]
         )
         cycles_npu, cycles_total = _read_summary(output_dir)
         npu_ops, cpu_ops = _operator_counts(stdout)
@@ -181,8 +189,11 @@ def _read_per_layer(path: Path) -> list[LayerCycles]:
     rows = [line.split(",", len(header) - 1) for line in lines[1:] if line]
     malformed = [fields for fields in rows if len(fields) != len(header)]
     if malformed:
-        raise VelaError(f"per-layer row with {len(malformed[0])} of {len(header)} fields in {path.name}")
-    return [_layer(dict(zip(header, fields))) for fields in rows if fields[header.index("Target")] == "NPU"]
+        raise VelaError(
+            f"per-layer row with {len(malformed[0])} of {len(header)} fields in {path.name}"
+        )
+    records = [dict(zip(header, fields)) for fields in rows]
+    return [_layer(record) for record in records if record["Target"] == "NPU"]
 
 
 def _layer(row: dict[str, str]) -> LayerCycles:

@@ -29,8 +29,8 @@ from benchmarks.zoo import ZOO, get
 TARGETS = ("ethos-u55-128", "ethos-u85-256")
 DELEGATE_CALL = "executorch_call_delegate"
 IGNORED_OPS = {
-    "quantize_per_tensor.default",
-    "dequantize_per_tensor.default",
+    "quantized_decomposed.quantize_per_tensor.default",
+    "quantized_decomposed.dequantize_per_tensor.default",
     "getitem",
     DELEGATE_CALL,
 }
@@ -65,8 +65,7 @@ def stdout_silenced() -> Iterator[None]:
 
 
 def op_name(target: object) -> str:
-    name = getattr(target, "__name__", str(target))
-    return name.split("::")[-1]
+    return getattr(target, "__name__", str(target))
 
 
 def lower(

@@ -11,12 +11,15 @@ import time
 from collections import Counter
 from dataclasses import dataclass, field
 
-from egglog import EGraph, Ruleset, ruleset
+from egglog import EGraph, Ruleset
 
-ANALYSIS: Ruleset = ruleset(name="analysis")
+from eqsat.rules.analysis import analysis
+from eqsat.rules.transpose import transpose
+
+ANALYSIS: Ruleset = analysis
 """Shape and dtype facts for terms the rewrites create."""
 
-REWRITES: tuple[Ruleset, ...] = ()
+REWRITES: tuple[Ruleset, ...] = (transpose,)
 """The rewrite rulesets, one per algebra."""
 
 
@@ -40,9 +43,12 @@ def enode_count(egraph: EGraph) -> int:
     return sum(size for _, size in egraph.all_function_sizes())
 
 
-def saturate(egraph: EGraph, budget: Budget) -> SaturationResult:
-    """Run analysis, then one round of every rewrite ruleset, until nothing changes or a budget is hit."""
-    rewrites = REWRITES
+def saturate(egraph: EGraph, budget: Budget, rewrites: tuple[Ruleset, ...] | None = None) -> SaturationResult:
+    """Run analysis, then one round of every rewrite ruleset, until nothing changes or a budget is hit.
+
+    rewrites: the rulesets to run, by default REWRITES.
+    """
+    rewrites = REWRITES if rewrites is None else rewrites
     result = SaturationResult()
     if not rewrites:
         return result
@@ -62,8 +68,8 @@ def saturate(egraph: EGraph, budget: Budget) -> SaturationResult:
         for rules in rewrites:
             report = egraph.run(1, ruleset=rules)
             updated |= report.updated
-            for rule_name, matches in report.num_matches_per_rule.items():
-                result.rule_matches[str(rule_name)] += matches
+            for rule, matches in report.num_matches_per_rule.items():
+                result.rule_matches[getattr(rule, "name", None) or str(rule)] += matches
         result.iterations += 1
         if not updated:
             result.stop_reason = "saturated"
