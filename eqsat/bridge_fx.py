@@ -406,9 +406,11 @@ class _Emitter:
         for i, term in enumerate(loaded.terms):
             as_classes = term.with_args(tuple(class_of_node[a] for a in term.args))
             self.original_term.setdefault((class_of_node[i], as_classes), loaded.nodes[i])
-        self.uses_edge_ops = any(
-            isinstance(n.target, EdgeOpOverload) for n in loaded.graph_module.graph.nodes
-        )
+        targets = {op_name(n.target) for n in loaded.graph_module.graph.nodes if n.op == "call_function"}
+        self.uses_edge_ops = any(isinstance(n.target, EdgeOpOverload) for n in loaded.graph_module.graph.nodes)
+        tosa_dialect = loaded.dialect == "tosa"
+        self.slices_as_tosa = tosa_dialect or "tosa.SLICE.default" in targets
+        self.shapes_as_const_shape = tosa_dialect or "tosa.CONST_SHAPE.default" in targets
 
     def placeholders(self) -> None:
         for node in self.loaded.nodes:
@@ -495,7 +497,7 @@ class _Emitter:
                 node = self._call(TOSA.CONCAT.default, (operands,), {"axis": term.attrs[0]}, source)
             else:
                 node = self._call(self._aten("cat", "default"), (operands, term.attrs[0]), {}, source)
-        elif term.op == "Slice":
+        elif term.op == "Slice" and self.slices_as_tosa:
             start, size = term.attrs
             node = self._call(
                 TOSA.SLICE.default,
@@ -503,20 +505,28 @@ class _Emitter:
                 {},
                 source,
             )
+        elif term.op == "Slice":
+            node = self._aten_slices(x, term.attrs, source)
         elif term.op == "Reshape":
-            node = self._call(
-                TOSA.RESHAPE.default if self.loaded.dialect == "tosa" else self._aten("view_copy", "default"),
-                (x, self._const_shape(term.attrs[0], source)),
-                {},
-                source,
-            )
+            shape = self._const_shape(term.attrs[0], source) if self.shapes_as_const_shape else list(term.attrs[0])
+            target = TOSA.RESHAPE.default if self.loaded.dialect == "tosa" else self._aten("view_copy", "default")
+            node = self._call(target, (x, shape), {}, source)
         else:
             raise ValueError(f"no emitter for {term.op}")
         qparams = x.meta.get("output_qparams")
-        if qparams is not None:
+        if qparams is not None and node is not x:
             node.meta["input_qparams"] = {k: qparams.get(0) for k in range(len(operands))} if isinstance(qparams, dict) else {}
             node.meta["output_qparams"] = qparams
         return node
+
+    def _aten_slices(self, x: fx.Node, box: tuple, source: fx.Node) -> fx.Node:
+        """One slice_copy per dimension the box cuts (the input itself if it cuts none)."""
+        start, size = box
+        full = tuple(x.meta["val"].shape)
+        for dim, (begin, extent) in enumerate(zip(start, size)):
+            if (begin, extent) != (0, full[dim]):
+                x = self._call(self._aten("slice_copy", "Tensor"), (x, dim, begin, begin + extent), {}, source)
+        return x
 
     def finish(self) -> fx.GraphModule:
         slots = [
