@@ -24,6 +24,14 @@ class Tensor(Expr, egg_sort="Tensor"):
     def node(cls, index: i64Like) -> Tensor:
         """The FX node with this index in the loaded graph."""
 
+    @method(egg_fn="Element", unextractable=True)
+    @classmethod
+    def element(cls, tensors: Vec[Tensor], index: i64Like) -> Tensor:
+        """tensors[index], as a term: rules join on it to reach the operands of
+        a concat or an elementwise op. (A query that reaches them with the
+        `vec-get` primitive instead makes egglog join every candidate first and
+        filter afterwards, which is quadratic or worse.)"""
+
     @method(egg_fn="Opaque")
     @classmethod
     def opaque(cls, key: StringLike, args: Vec[Tensor]) -> Tensor:
@@ -64,6 +72,7 @@ def dtype(x: Tensor) -> String:
 
 CONSTRUCTORS = (
     Tensor.node,
+    Tensor.element,
     Tensor.opaque,
     Tensor.elementwise,
     Tensor.transpose,

@@ -13,13 +13,12 @@ from dataclasses import dataclass, field
 
 from egglog import EGraph, Ruleset
 
-from eqsat.rules.analysis import analysis
-from eqsat.rules.transpose import transpose
+from eqsat.rules import analysis, transpose
 
-ANALYSIS: Ruleset = analysis
+ANALYSIS: Ruleset = analysis.analysis
 """Shape and dtype facts for terms the rewrites create."""
 
-REWRITES: tuple[Ruleset, ...] = (transpose,)
+REWRITES: tuple[Ruleset, ...] = (transpose.transpose,)
 """The rewrite rulesets, one per algebra."""
 
 
@@ -69,7 +68,8 @@ def saturate(egraph: EGraph, budget: Budget, rewrites: tuple[Ruleset, ...] | Non
             report = egraph.run(1, ruleset=rules)
             updated |= report.updated
             for rule, matches in report.num_matches_per_rule.items():
-                result.rule_matches[getattr(rule, "name", None) or str(rule)] += matches
+                if matches:
+                    result.rule_matches[getattr(rule, "name", None) or str(rule)] += matches
         result.iterations += 1
         if not updated:
             result.stop_reason = "saturated"

@@ -1,15 +1,17 @@
 """The analysis: static shapes and dtypes of the terms the rewrites create.
 
 Loaded terms get their shape and dtype from the FX meta (the bridge sets them).
-These rules derive them for new terms. They add no tensor terms, so they are
-saturated apart from the rewrites (STYLE §egglog-python).
+These rules derive them for new terms, and name the operands of concats and
+elementwise ops with `element` handles that other rules join on. They create
+no extractable terms, so they are saturated apart from the rewrites
+(STYLE §egglog-python).
 """
 
 from __future__ import annotations
 
-from egglog import String, Vec, eq, i64, rule, ruleset, set_, var
+from egglog import String, Vec, eq, function, i64, i64Like, rule, ruleset, set_, union, var
 
-from eqsat.rules.guards import MAX_CONCAT_ARITY
+from eqsat.rules.guards import MAX_CONCAT_ARITY, MAX_RANK
 from eqsat.terms import Tensor, dtype, shape
 
 x, t = var("x", Tensor), var("t", Tensor)
@@ -19,6 +21,16 @@ axis = var("axis", i64)
 element_type = var("element_type", String)
 
 analysis = ruleset(name="analysis")
+
+
+@function(egg_fn="concat_offset", merge=lambda old, new: old)
+def concat_offset(parts: Vec[Tensor], axis: i64Like, index: i64Like) -> i64:
+    """Where parts[index] starts along axis in concat(parts, axis): the sum of the extents before it.
+
+    Defined for every index of every concat whose parts' shapes are known, so
+    a rule can enumerate the inputs of a concat of any arity by joining on it
+    (queries cannot iterate over a Vec, DESIGN §3).
+    """
 
 
 @analysis.register
@@ -34,20 +46,32 @@ def _data_movement_shapes():
 
 
 @analysis.register
+def _operand_elements():
+    key, index, operand = var("key", String), var("index", i64), var("operand", Tensor)
+    # element(parts, 0) == parts[0]  for the inputs of every concat and the operands of every elementwise op
+    yield rule(eq(t).to(Tensor.concat(parts, axis)), i64(0) < parts.length(), name="first-concat-element").then(
+        union(Tensor.element(parts, i64(0))).with_(parts[0])
+    )
+    yield rule(eq(t).to(Tensor.elementwise(key, parts)), i64(0) < parts.length(), name="first-operand-element").then(
+        union(Tensor.element(parts, i64(0))).with_(parts[0])
+    )
+    # element(parts, i + 1) == parts[i + 1]  while i + 1 < len(parts)
+    yield rule(
+        eq(operand).to(Tensor.element(parts, index)), index + 1 < parts.length(), name="next-element"
+    ).then(union(Tensor.element(parts, index + 1)).with_(parts[index + 1]))
+
+
+@analysis.register
 def _concat_shapes():
-    # shape(concat([a0..ak], axis))[axis] == sum shape(ai)[axis]; other dims as a0's
-    for arity in range(1, MAX_CONCAT_ARITY + 1):
-        items = [var(f"part{i}", Tensor) for i in range(arity)]
-        extents = [var(f"extent{i}", i64) for i in range(arity)]
-        first_shape = var("first_shape", Vec[i64])
-        facts = [eq(t).to(Tensor.concat(parts, axis)), eq(parts.length()).to(i64(arity))]
-        facts += [eq(item).to(parts[i]) for i, item in enumerate(items)]
-        facts += [eq(first_shape).to(shape(items[0]))]
-        facts += [axis < first_shape.length()]
-        facts += [eq(extent).to(shape(item)[axis]) for item, extent in zip(items, extents)]
-        total = var("total", i64)
-        facts += [eq(total).to(sum(extents[1:], extents[0]))]
-        yield rule(*facts, name=f"shape-concat-{arity}").then(set_(shape(t)).to(first_shape.set(axis, total)))
+    total, first_shape = var("total", i64), var("first_shape", Vec[i64])
+    # shape(concat(parts, axis)) == shape(parts[0]) with dim axis the sum of the parts' extents
+    yield rule(
+        eq(t).to(Tensor.concat(parts, axis)),
+        eq(total).to(concat_offset(parts, axis, parts.length())),
+        eq(first_shape).to(shape(Tensor.element(parts, i64(0)))),
+        axis < first_shape.length(),
+        name="shape-concat",
+    ).then(set_(shape(t)).to(first_shape.set(axis, total)))
 
 
 @analysis.register
@@ -56,6 +80,50 @@ def _data_movement_dtypes():
     yield rule(eq(t).to(x.transpose(perm)), eq(element_type).to(dtype(x))).then(set_(dtype(t)).to(element_type))
     yield rule(eq(t).to(x.slice(start, size)), eq(element_type).to(dtype(x))).then(set_(dtype(t)).to(element_type))
     yield rule(eq(t).to(x.reshape(new_shape)), eq(element_type).to(dtype(x))).then(set_(dtype(t)).to(element_type))
-    yield rule(eq(t).to(Tensor.concat(parts, axis)), eq(x).to(parts[0]), eq(element_type).to(dtype(x))).then(
+    yield rule(eq(t).to(Tensor.concat(parts, axis)), eq(element_type).to(dtype(Tensor.element(parts, i64(0))))).then(
         set_(dtype(t)).to(element_type)
     )
+
+
+@analysis.register
+def _concat_offsets():
+    offset, next_offset, extent, index, next_index = (var(n, i64) for n in ("offset", "next_offset", "extent", "index", "next_index"))
+    # concat_offset(parts, axis, 0) == 0
+    yield rule(eq(t).to(Tensor.concat(parts, axis)), name="concat-offset-first").then(
+        set_(concat_offset(parts, axis, i64(0))).to(i64(0))
+    )
+    # concat_offset(parts, axis, i + 1) == concat_offset(parts, axis, i) + shape(parts[i])[axis]
+    yield rule(
+        eq(offset).to(concat_offset(parts, axis, index)),
+        eq(next_index).to(index + 1),
+        eq(dims).to(shape(Tensor.element(parts, index))),
+        axis < dims.length(),
+        eq(extent).to(dims[axis]),
+        eq(next_offset).to(offset + extent),
+        name="concat-offset-next",
+    ).then(set_(concat_offset(parts, axis, next_index)).to(next_offset))
+
+
+@function(egg_fn="prefix_product")
+def prefix_product(dims: Vec[i64], count: i64Like) -> i64:
+    """dims[0] * ... * dims[count - 1], the number of elements in the leading count dims (1 for count 0).
+
+    Defined for 0 <= count <= len(dims) of every known shape, so a rule can
+    find the dims at which two shapes of a reshape line up by joining on it
+    (queries cannot iterate over a Vec, DESIGN §3).
+    """
+
+
+@analysis.register
+def _prefix_products():
+    known = var("known", Vec[i64])
+    for rank in range(MAX_RANK + 1):
+        products = [var(f"product{i}", i64) for i in range(rank + 1)]
+        # prefix_product(shape(t), i) == shape(t)[0] * ... * shape(t)[i - 1]  for 0 <= i <= rank
+        yield rule(
+            eq(known).to(shape(t)),
+            eq(known.length()).to(i64(rank)),
+            eq(products[0]).to(i64(1)),
+            *[eq(products[i + 1]).to(products[i] * known[i]) for i in range(rank)],
+            name=f"prefix-products-{rank}",
+        ).then(*[set_(prefix_product(known, i64(i))).to(product) for i, product in enumerate(products)])

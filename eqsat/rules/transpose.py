@@ -1,24 +1,59 @@
-"""Transpose algebra: identity, composition, and propagation through elementwise ops.
+"""Transpose algebra: identity, composition, unit-dim transposes, and propagation.
 
-A transpose that meets its inverse cancels through composition and identity;
-propagation moves a transpose across the ops between it and its inverse
-(decomposed norms, rescales, activations) so that the two can meet.
+A transpose that meets its inverse cancels through composition and identity.
+Propagation moves a transpose across the ops between it and its inverse
+(decomposed norms, rescales, activations, concats) so that the two can meet;
+hoisting turns one transpose per concat input into one after the concat.
 """
 
 from __future__ import annotations
 
-from egglog import String, Vec, i64, ruleset, var
+import itertools
+
+from egglog import Fact, String, Vec, eq, i64, ruleset, var
 
 from eqsat.rules._law import law
-from eqsat.rules.guards import is_identity_perm, same_length, single_operand
-from eqsat.terms import Tensor
+from eqsat.rules.guards import MAX_CONCAT_ARITY, MAX_RANK, is_identity_perm, same_length, single_operand
+from eqsat.terms import Tensor, shape
 
-x = var("x", Tensor)
+x, a, b = var("x", Tensor), var("a", Tensor), var("b", Tensor)
 p, q = var("p", Vec[i64]), var("q", Vec[i64])
+dims, other_dims = var("dims", Vec[i64]), var("other_dims", Vec[i64])
 key = var("key", String)
-operands = var("operands", Vec[Tensor])
+operands, parts = var("operands", Vec[Tensor]), var("parts", Vec[Tensor])
+axis = var("axis", i64)
 
 transpose = ruleset(name="transpose")
+
+
+def moves_only_unit_dims(perm: Vec[i64], in_shape: Vec[i64], rank: int) -> list[Fact]:
+    """perm keeps the relative order of the dims of size other than 1.
+
+    For every pair i < j of output dims: in_shape[perm[i]] == 1, or
+    in_shape[perm[j]] == 1, or perm[i] < perm[j]. Written as a sum of
+    violations that must be 0: is_big(d) = min(d - 1, 1) and
+    inverted(i, j) = min(max(perm[i] - perm[j], 0), 1).
+    """
+    facts: list[Fact] = [eq(perm.length()).to(i64(rank)), eq(in_shape.length()).to(i64(rank))]
+    if rank < 2:
+        return facts
+    big = [(in_shape[perm[i]] - 1).min(1) for i in range(rank)]
+    violations = [
+        big[i] * big[j] * (perm[i] - perm[j]).max(0).min(1) for i, j in itertools.combinations(range(rank), 2)
+    ]
+    return facts + [eq(sum(violations[1:], violations[0])).to(i64(0))]
+
+
+def all_unit_dims(in_shape: Vec[i64], rank: int) -> list[Fact]:
+    """in_shape == [1] * rank: the tensor broadcasts against any layout of the same rank."""
+    return [eq(in_shape).to(Vec(*[i64(1)] * rank))]
+
+
+def bound_parts(vector: Vec[Tensor], arity: int, name: str) -> tuple[list[Tensor], list[Fact]]:
+    """Variables for the elements of a Vec of exactly arity tensors, and the facts that bind them."""
+    items = [var(f"{name}{i}", Tensor) for i in range(arity)]
+    facts = [eq(vector.length()).to(i64(arity))]
+    return items, facts + [eq(item).to(Tensor.element(vector, i64(i))) for i, item in enumerate(items)]
 
 
 @transpose.register
@@ -27,6 +62,15 @@ def _transpose_algebra():
     yield law("transpose-identity", x.transpose(p), x, *is_identity_perm(p))
     # transpose(transpose(x, p), q) == transpose(x, p∘q), where (p∘q)[i] = p[q[i]]
     yield law("transpose-compose", x.transpose(p).transpose(q), x.transpose(q.map(p.__getitem__)), *same_length(p, q))
+    # transpose(x, p) == reshape(x, shape(x)∘p)  when p moves only dims of size 1
+    for rank in range(2, MAX_RANK + 1):
+        yield law(
+            f"transpose-unit-dims-is-reshape-{rank}",
+            x.transpose(p),
+            x.reshape(p.map(dims.__getitem__)),
+            eq(dims).to(shape(x)),
+            *moves_only_unit_dims(p, dims, rank),
+        )
 
 
 @transpose.register
@@ -38,3 +82,59 @@ def _transpose_through_elementwise():
         Tensor.elementwise(key, Vec(x.transpose(p))),
         *single_operand(operands, x),
     )
+    (left, right), binds = bound_parts(operands, 2, "operand")
+    # transpose(f(a, b), p) == f(transpose(a, p), transpose(b, p))  when a and b have the same shape (no broadcast)
+    yield law(
+        "transpose-through-binary",
+        Tensor.elementwise(key, operands).transpose(p),
+        Tensor.elementwise(key, Vec(left.transpose(p), right.transpose(p))),
+        *binds,
+        eq(shape(left)).to(shape(right)),
+    )
+    for rank in range(1, MAX_RANK + 1):
+        # transpose(f(a, c), p) == f(transpose(a, p), c)  when c has shape [1]*rank (a broadcast scalar)
+        yield law(
+            f"transpose-through-binary-scalar-right-{rank}",
+            Tensor.elementwise(key, operands).transpose(p),
+            Tensor.elementwise(key, Vec(left.transpose(p), right)),
+            *binds,
+            eq(dims).to(shape(left)),
+            eq(dims.length()).to(i64(rank)),
+            *all_unit_dims(shape(right), rank),
+        )
+        # transpose(f(c, b), p) == f(c, transpose(b, p))  when c has shape [1]*rank (a broadcast scalar)
+        yield law(
+            f"transpose-through-binary-scalar-left-{rank}",
+            Tensor.elementwise(key, operands).transpose(p),
+            Tensor.elementwise(key, Vec(left, right.transpose(p))),
+            *binds,
+            eq(dims).to(shape(right)),
+            eq(dims.length()).to(i64(rank)),
+            *all_unit_dims(shape(left), rank),
+        )
+
+
+@transpose.register
+def _transpose_through_concat():
+    for arity in range(2, MAX_CONCAT_ARITY + 1):
+        items, binds = bound_parts(parts, arity, "part")
+        for new_axis in range(MAX_RANK):
+            # transpose(concat([a_i], axis), p) == concat([transpose(a_i, p)], j)  where p[j] == axis
+            yield law(
+                f"transpose-through-concat-{arity}-{new_axis}",
+                Tensor.concat(parts, axis).transpose(p),
+                Tensor.concat(Vec(*[item.transpose(p) for item in items]), i64(new_axis)),
+                *binds,
+                eq(p[new_axis]).to(axis),
+            )
+        sources = [var(f"source{i}", Tensor) for i in range(arity)]
+        source_axis = var("source_axis", i64)
+        # concat([transpose(a_i, p)], axis) == transpose(concat([a_i], p[axis]), p)
+        yield law(
+            f"transpose-hoist-from-concat-{arity}",
+            Tensor.concat(parts, axis),
+            Tensor.concat(Vec(*sources), source_axis).transpose(p),
+            *binds,
+            *[eq(item).to(source.transpose(p)) for item, source in zip(items, sources)],
+            eq(source_axis).to(p[axis]),
+        )

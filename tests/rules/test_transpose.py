@@ -90,19 +90,101 @@ def test_transpose_does_not_move_through_an_opaque_op():
     assert s.fired("transpose-through-unary") == 0
 
 
+def test_a_transpose_of_unit_dims_is_a_reshape():
+    g = GraphBuilder()
+    x = g.input("x", (1, 3, 1, 4))
+    t = g.call(permute, x, [2, 1, 0, 3])
+    s = Saturated(g.output(t), transpose)
+    assert s.fired("transpose-unit-dims-is-reshape-4") >= 1
+    assert Term("Reshape", (s.class_of(x),), ((1, 3, 1, 4),)) in s.terms_of(t)
+
+
+def test_a_transpose_that_reorders_big_dims_is_not_a_reshape():
+    g = GraphBuilder()
+    x = g.input("x", (1, 3, 1, 4))
+    t = g.call(permute, x, [0, 3, 2, 1])
+    s = Saturated(g.output(t), transpose)
+    assert s.fired("transpose-unit-dims-is-reshape-4") == 0
+
+
+def test_transpose_moves_through_a_binary_op_of_equal_shapes():
+    g = GraphBuilder()
+    x, y = g.input("x", (1, 2, 3, 4)), g.input("y", (1, 2, 3, 4))
+    summed = g.call(aten.add.Tensor, g.call(permute, x, [0, 2, 3, 1]), g.call(permute, y, [0, 2, 3, 1]))
+    back = g.call(permute, summed, [0, 3, 1, 2])
+    s = Saturated(g.output(back), transpose)
+    assert s.fired("transpose-through-binary") >= 1
+    assert any(t.op == "Elementwise" and t.args == (s.class_of(x), s.class_of(y)) for t in s.terms_of(back))
+
+
+def test_transpose_moves_through_a_binary_op_with_a_scalar_operand():
+    g = GraphBuilder()
+    x, c = g.input("x", (1, 2, 3, 4)), g.input("c", (1, 1, 1, 1))
+    scaled = g.call(aten.mul.Tensor, g.call(permute, x, [0, 2, 3, 1]), c)
+    back = g.call(permute, scaled, [0, 3, 1, 2])
+    s = Saturated(g.output(back), transpose)
+    assert s.fired("transpose-through-binary-scalar-right-4") >= 1
+    assert any(t.op == "Elementwise" and t.args == (s.class_of(x), s.class_of(c)) for t in s.terms_of(back))
+
+
+def test_transpose_does_not_move_through_a_binary_op_that_broadcasts_a_vector():
+    g = GraphBuilder()
+    x, bias = g.input("x", (1, 2, 3, 4)), g.input("bias", (1, 1, 1, 2))
+    shifted = g.call(aten.add.Tensor, g.call(permute, x, [0, 2, 3, 1]), bias)
+    s = Saturated(g.output(g.call(permute, shifted, [0, 3, 1, 2])), transpose)
+    fired = [law for law in s.result.rule_matches if law.startswith("transpose-through-binary")]
+    assert fired == []
+
+
+def test_transpose_moves_through_concat_with_the_axis_remapped():
+    g = GraphBuilder()
+    x, y = g.input("x", (1, 2, 3, 4)), g.input("y", (1, 5, 3, 4))
+    joined = g.call(aten.cat.default, [x, y], 1)
+    t = g.call(permute, joined, [0, 2, 3, 1])
+    s = Saturated(g.output(t), transpose)
+    assert s.fired("transpose-through-concat-2-3") >= 1
+    assert any(term.op == "Concat" and term.attrs == (3,) for term in s.terms_of(t))
+
+
+def test_one_transpose_is_hoisted_out_of_a_concat_of_transposes():
+    g = GraphBuilder()
+    x, y = g.input("x", (1, 2, 3, 4)), g.input("y", (1, 5, 3, 4))
+    joined = g.call(aten.cat.default, [g.call(permute, x, [0, 2, 3, 1]), g.call(permute, y, [0, 2, 3, 1])], 3)
+    s = Saturated(g.output(joined), transpose)
+    assert s.fired("transpose-hoist-from-concat-2") >= 1
+    assert any(term.op == "Transpose" and term.attrs == ((0, 2, 3, 1),) for term in s.terms_of(joined))
+
+
+def test_no_transpose_is_hoisted_when_the_permutations_differ():
+    g = GraphBuilder()
+    x, y = g.input("x", (1, 2, 3, 4)), g.input("y", (1, 2, 4, 3))
+    joined = g.call(aten.cat.default, [g.call(permute, x, [0, 2, 3, 1]), g.call(permute, y, [0, 3, 2, 1])], 3)
+    s = Saturated(g.output(joined), transpose)
+    assert s.fired("transpose-hoist-from-concat-2") == 0
+
+
 @st.composite
 def transpose_chains(draw):
     """x -> transpose -> unary op -> transpose -> ... with random ranks, shapes and permutations."""
-    rank = draw(st.integers(1, 5))
-    shape = tuple(draw(st.lists(st.integers(1, 4), min_size=rank, max_size=rank)))
+    rank = draw(st.integers(1, 4))
+    shape = tuple(draw(st.lists(st.integers(1, 3), min_size=rank, max_size=rank)))
     perms = list(itertools.permutations(range(rank)))
     g = GraphBuilder()
     value = g.input("x", shape)
-    for _ in range(draw(st.integers(1, 4))):
+    scalar = g.input("c", (1,) * rank)
+    for step in range(draw(st.integers(1, 4))):
         perm = list(draw(st.sampled_from(perms)))
         value = g.call(permute, value, perm)
-        if draw(st.booleans()):
+        kind = draw(st.sampled_from(["unary", "binary", "scalar", "concat", "none"]))
+        if kind == "unary":
             value = g.call(draw(st.sampled_from([aten.neg.default, aten.bitwise_not.default, aten.abs.default])), value)
+        elif kind == "binary":
+            value = g.call(aten.add.Tensor, value, g.call(permute, g.input(f"y{step}", tuple(value.meta["val"].shape)), list(range(rank))))
+        elif kind == "scalar":
+            value = g.call(aten.mul.Tensor, value, scalar)
+        elif kind == "concat":
+            axis = draw(st.integers(0, rank - 1))
+            value = g.call(aten.cat.default, [value, g.call(aten.neg.default, value)], axis)
         if draw(st.booleans()):
             value = g.call(permute, value, inverse(perm))
     return g.output(value)
