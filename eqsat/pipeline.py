@@ -43,6 +43,7 @@ class Options:
     accept: "cheaper" writes the extracted graph back only when the cost model
     says it is cheaper; "always" writes it back whenever it is not more
     expensive (tests use it to exercise the round trip).
+    rules: names of the rewrite rulesets to run (None: all; (): none).
     """
 
     iteration_limit: int = 30
@@ -50,6 +51,7 @@ class Options:
     time_limit: float = 20.0
     strict: bool = False
     accept: str = "cheaper"
+    rules: tuple[str, ...] | None = None
 
     @classmethod
     def from_kwargs(cls, **kwargs) -> Options:
@@ -60,6 +62,7 @@ class Options:
         options = cls(**kwargs)
         if options.accept not in ("cheaper", "always"):
             raise ValueError(f"accept must be 'cheaper' or 'always', not {options.accept!r}")
+        rules.rulesets_named(options.rules)
         return options
 
     @property
@@ -120,7 +123,7 @@ def _rebuild(
 ) -> fx.GraphModule | None:
     """Saturate, extract and write back; None when the original should be kept."""
     with _phase(report, "saturate"):
-        saturation = rules.saturate(loaded.egraph, options.budget)
+        saturation = rules.saturate(loaded.egraph, options.budget, rules.rulesets_named(options.rules))
     report.iterations, report.stop_reason = saturation.iterations, saturation.stop_reason
     report.rules_fired = dict(sorted(saturation.rule_matches.items()))
 

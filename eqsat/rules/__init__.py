@@ -18,8 +18,22 @@ from eqsat.rules import analysis, transpose
 ANALYSIS: Ruleset = analysis.analysis
 """Shape and dtype facts for terms the rewrites create."""
 
-REWRITES: tuple[Ruleset, ...] = (transpose.transpose,)
-"""The rewrite rulesets, one per algebra."""
+RULESETS: dict[str, Ruleset] = {
+    "transpose": transpose.transpose,
+}
+"""The rewrite rulesets by name, one per algebra, in the order they run."""
+
+REWRITES: tuple[Ruleset, ...] = tuple(RULESETS.values())
+
+
+def rulesets_named(names: tuple[str, ...] | None) -> tuple[Ruleset, ...]:
+    """The rewrite rulesets with these names (all of them for None)."""
+    if names is None:
+        return REWRITES
+    unknown = sorted(set(names) - set(RULESETS))
+    if unknown:
+        raise ValueError(f"unknown ruleset(s) {unknown}; known: {sorted(RULESETS)}")
+    return tuple(RULESETS[name] for name in names)
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,131 @@
+"""`eqsat bench`: Vela cycles with and without eqsat, per model and target.
+
+Each model x target runs in its own process (a crash loses one row, not the
+run) and leaves its row as JSON under `<out>/runs/`; a rerun skips rows that
+exist, so an interrupted run resumes. The rows are then gathered into
+`results.json`, a markdown table `results.md` and PNG charts.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import matplotlib
+from tqdm import tqdm
+
+from benchmarks.zoo import get
+from eqsat.compare import compare
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402  (after choosing the headless backend)
+
+DEFAULT_TARGETS = ("ethos-u55-128", "ethos-u85-256")
+
+
+def run_one(model: str, target: str, row_path: Path) -> None:
+    """Measure one model on one target and write its row (runs in a worker process)."""
+    module, example_inputs = get(model).build()
+    comparison = compare(model, module, example_inputs, target)
+    row_path.write_text(json.dumps(comparison.as_dict(), indent=1))
+
+
+def _row_path(out: Path, model: str, target: str) -> Path:
+    return out / "runs" / f"{model}__{target}.json"
+
+
+def run(models: list[str], targets: list[str], out: Path, *, fresh: bool = False) -> list[dict]:
+    """Measure every model on every target, each in its own process; returns the rows."""
+    (out / "runs").mkdir(parents=True, exist_ok=True)
+    jobs = [(m, t) for m in models for t in targets]
+    failures = []
+    with tqdm(jobs, desc="eqsat bench", unit="run") as progress:
+        for model, target in progress:
+            progress.set_postfix_str(f"{model} {target}")
+            row_path = _row_path(out, model, target)
+            if row_path.exists() and not fresh:
+                continue
+            worker = subprocess.run(
+                [sys.executable, "-m", "eqsat.bench", model, target, str(row_path)],
+                capture_output=True,
+                text=True,
+            )
+            if worker.returncode != 0:
+                failures.append((model, target, worker.stderr.strip().splitlines()[-1:]))
+    for model, target, last_line in failures:
+        print(f"eqsat bench: {model} on {target} failed: {' '.join(last_line)}", file=sys.stderr)
+    rows = [json.loads(p.read_text()) for m, t in jobs if (p := _row_path(out, m, t)).exists()]
+    return rows
+
+
+def _change(before: int, after: int) -> str:
+    if before == 0:
+        return "n/a"
+    return f"{100.0 * (after - before) / before:+.1f}%"
+
+
+def markdown_table(rows: list[dict]) -> str:
+    """The headline table: Vela NPU cycles before and after, per model and target."""
+    lines = [
+        "| model | target | NPU cycles stock | NPU cycles eqsat | change | data-movement cycles stock → eqsat "
+        "| TOSA ops stock → eqsat | rules fired | eqsat time / lowering | bit-exact |",
+        "|---|---|---:|---:|---:|---|---|---|---:|---|",
+    ]
+    for row in rows:
+        stock, optimized = row["stock"], row["optimized"]
+        fired = {}
+        for report in row["reports"]:
+            for law, count in report["rules_fired"].items():
+                fired[law] = fired.get(law, 0) + count
+        fired_text = ", ".join(f"{law} ×{count}" for law, count in sorted(fired.items())) or "none"
+        share = row["eqsat_seconds"] / optimized["lowering_seconds"] if optimized["lowering_seconds"] else 0.0
+        lines.append(
+            f"| {row['model']} | {row['target']} | {stock['cycles_npu']} | {optimized['cycles_npu']} "
+            f"| {_change(stock['cycles_npu'], optimized['cycles_npu'])} "
+            f"| {stock['data_movement_cycles']} → {optimized['data_movement_cycles']} "
+            f"| {sum(stock['tosa_ops'].values())} → {sum(optimized['tosa_ops'].values())} "
+            f"| {fired_text} | {100 * share:.1f}% | {'yes' if row['bit_exact'] else 'NO: ' + str(row['mismatch'])} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def plot(rows: list[dict], out: Path) -> list[Path]:
+    """Bar charts: NPU cycles stock vs eqsat per model and target, and eqsat's share of lowering time."""
+    written = []
+    labels = [f"{r['model']}\n{r['target']}" for r in rows]
+    positions = range(len(rows))
+    figure, axes = plt.subplots(figsize=(max(6, 0.9 * len(rows)), 4.5))
+    axes.bar([p - 0.2 for p in positions], [r["stock"]["cycles_npu"] for r in rows], 0.4, label="stock")
+    axes.bar([p + 0.2 for p in positions], [r["optimized"]["cycles_npu"] for r in rows], 0.4, label="eqsat")
+    axes.set_xticks(list(positions), labels, rotation=60, ha="right", fontsize=7)
+    axes.set_ylabel("Vela cycles_npu (estimate)")
+    axes.set_title("NPU cycles per model and target, stock vs eqsat")
+    axes.legend()
+    figure.tight_layout()
+    written.append(out / "cycles.png")
+    figure.savefig(written[-1], dpi=120)
+    plt.close(figure)
+
+    figure, axes = plt.subplots(figsize=(max(6, 0.9 * len(rows)), 4))
+    shares = [100 * r["eqsat_seconds"] / r["optimized"]["lowering_seconds"] for r in rows]
+    axes.bar(list(positions), shares)
+    axes.set_xticks(list(positions), labels, rotation=60, ha="right", fontsize=7)
+    axes.set_ylabel("eqsat time / lowering time (%)")
+    axes.set_title("Time eqsat adds to the lowering")
+    figure.tight_layout()
+    written.append(out / "time_share.png")
+    figure.savefig(written[-1], dpi=120)
+    plt.close(figure)
+    return written
+
+
+def write_results(rows: list[dict], out: Path) -> None:
+    (out / "results.json").write_text(json.dumps(rows, indent=1))
+    (out / "results.md").write_text(markdown_table(rows))
+    plot(rows, out)
+
+
+if __name__ == "__main__":
+    run_one(sys.argv[1], sys.argv[2], Path(sys.argv[3]))

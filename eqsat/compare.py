@@ -1,0 +1,129 @@
+"""Stock lowering against eqsat lowering of one model on one target.
+
+Lowers the model twice through the real Arm pipeline (once as shipped, once
+with eqsat installed), then asks Vela for cycles and the TOSA reference model
+for bit-exactness. Tests and benchmarks both measure through this module.
+"""
+
+from __future__ import annotations
+
+import copy
+import tempfile
+from collections import Counter
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import torch
+from tosa.Op import Op
+from tosa.TosaGraph import TosaGraph
+
+import eqsat
+from eqsat import lowering, validate, vela
+
+DATA_MOVEMENT_OPERATORS = frozenset({"Transpose", "Concat", "Slice", "Reshape", "MemoryCopy", "Pad", "Tile"})
+"""Vela per-layer `Original Operator`s that only move data."""
+
+_OP_NAMES = {value: name for name, value in vars(Op).items() if not name.startswith("_")}
+
+
+@dataclass
+class Measurement:
+    """What one lowering costs: Vela's estimate summed over delegates, and its TOSA ops."""
+
+    delegates: int
+    cpu_ops: list[str]
+    cycles_npu: int
+    cycles_total: int
+    data_movement_cycles: int
+    tosa_ops: dict[str, int]
+    lowering_seconds: float
+
+
+@dataclass
+class Comparison:
+    """Stock against eqsat for one model and target."""
+
+    model: str
+    target: str
+    stock: Measurement
+    optimized: Measurement
+    reports: list[dict] = field(default_factory=list)
+    bit_exact: bool = False
+    mismatch: str | None = None
+
+    @property
+    def eqsat_seconds(self) -> float:
+        return sum(sum(r["phase_seconds"].values()) for r in self.reports)
+
+    def as_dict(self) -> dict:
+        data = asdict(self)
+        data["eqsat_seconds"] = self.eqsat_seconds
+        return data
+
+
+def tosa_op_counts(tosa_flatbuffer: bytes) -> Counter:
+    """How many operators of each kind a TOSA graph has (CONST and CONST_SHAPE included)."""
+    block = TosaGraph.GetRootAsTosaGraph(tosa_flatbuffer, 0).Regions(0).Blocks(0)
+    return Counter(_OP_NAMES.get(block.Operators(i).Op(), str(block.Operators(i).Op())) for i in range(block.OperatorsLength()))
+
+
+def measure(lowered: lowering.Lowered, workdir: Path) -> Measurement:
+    """Vela's estimate and the TOSA op counts of every delegate of a lowering."""
+    estimates = [vela.estimate(graph, lowered.target, workdir=workdir) for graph in lowered.tosa_flatbuffers]
+    ops: Counter = Counter()
+    for graph in lowered.tosa_flatbuffers:
+        ops.update(tosa_op_counts(graph))
+    return Measurement(
+        delegates=lowered.delegates,
+        cpu_ops=lowered.cpu_ops,
+        cycles_npu=sum(e.cycles_npu for e in estimates),
+        cycles_total=sum(e.cycles_total for e in estimates),
+        data_movement_cycles=sum(
+            layer.cycles_npu for e in estimates for layer in e.layers if layer.source_operator in DATA_MOVEMENT_OPERATORS
+        ),
+        tosa_ops=dict(sorted(ops.items())),
+        lowering_seconds=lowered.seconds,
+    )
+
+
+def compare(
+    name: str,
+    model: torch.nn.Module,
+    example_inputs: tuple[torch.Tensor, ...],
+    target: str,
+    *,
+    workdir: str | Path | None = None,
+    **options,
+) -> Comparison:
+    """Lower model for target without and with eqsat; measure both and check they agree bit for bit.
+
+    options go to eqsat.install (e.g. accept="always", rules=()).
+    """
+    with tempfile.TemporaryDirectory(prefix="eqsat-compare-") as temporary:
+        root = Path(workdir or temporary)
+        exported = lowering.quantize(model, example_inputs, target)
+        stock = lowering.lower(copy.deepcopy(exported), target, workdir=_fresh(root / "stock"))
+        eqsat.install(target=target, **options)
+        try:
+            optimized = lowering.lower(exported, target, workdir=_fresh(root / "eqsat"))
+            reports = [r.as_dict() for r in eqsat.last_reports()]
+        finally:
+            eqsat.uninstall()
+        comparison = Comparison(
+            model=name,
+            target=target,
+            stock=measure(stock, _fresh(root / "vela-stock")),
+            optimized=measure(optimized, _fresh(root / "vela-eqsat")),
+            reports=reports,
+        )
+        try:
+            validate.assert_lowerings_equivalent(stock, optimized)
+            comparison.bit_exact = True
+        except (validate.NotEquivalentError, validate.SignatureMismatchError) as error:
+            comparison.mismatch = str(error)
+        return comparison
+
+
+def _fresh(directory: Path) -> Path:
+    directory.mkdir(parents=True, exist_ok=False)
+    return directory
