@@ -18,12 +18,11 @@ was given: TOSA dialect after `ExirToTosaPass`, edge ATen before it.
 
 from __future__ import annotations
 
-import operator
 import os
 import tempfile
 from collections import defaultdict
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, NamedTuple
 
 import executorch.backends.arm.tosa.dialect  # noqa: F401  (registers the tosa ops)
 import torch
@@ -59,6 +58,19 @@ class Term:
 
     def with_args(self, args: tuple) -> Term:
         return Term(self.op, tuple(args), self.attrs)
+
+
+class TensorType(NamedTuple):
+    """The static shape of a tensor and its dtype as torch spells it ("torch.int8"); dtype None if unknown."""
+
+    shape: tuple[int, ...]
+    dtype: str | None
+
+
+def tensor_type(node: fx.Node) -> TensorType | None:
+    """The static type of an FX node's tensor value, or None for dynamic shapes and non-tensors."""
+    shape = _static_shape(node)
+    return None if shape is None else TensorType(shape, str(node.meta["val"].dtype))
 
 
 def op_name(target: Any) -> str:

@@ -15,7 +15,6 @@ from contextlib import contextmanager
 from dataclasses import dataclass, fields
 from typing import Iterator
 
-import torch
 from torch import fx
 
 from eqsat import bridge_fx, rules
@@ -85,20 +84,13 @@ def _phase(report: Report, name: str) -> Iterator[None]:
         report.phase_seconds[name] = report.phase_seconds.get(name, 0.0) + time.perf_counter() - started
 
 
-def _shape_of(node: fx.Node) -> tuple[int, ...] | None:
-    val = node.meta.get("val")
-    if isinstance(val, torch.Tensor) and all(isinstance(d, int) for d in val.shape):
-        return tuple(int(d) for d in val.shape)
-    return None
-
-
 def original_cost(loaded: bridge_fx.Loaded, model: cost_models.CostModel) -> float:
     """The cost of the graph as it is: every live node once."""
     live = [n for n in loaded.nodes if n.users or n.op == "placeholder"]
     total = 0.0
     for node in live:
         term = loaded.terms[loaded.index_of[node]]
-        total += model.cost(term, _shape_of(node), [_shape_of(loaded.nodes[a]) for a in term.args])
+        total += model.cost(term, bridge_fx.tensor_type(node), [bridge_fx.tensor_type(loaded.nodes[a]) for a in term.args])
     return total
 
 
@@ -108,10 +100,7 @@ def _check_outputs(original: fx.GraphModule, optimized: fx.GraphModule) -> None:
     def signature(gm: fx.GraphModule) -> list:
         output = next(n for n in gm.graph.nodes if n.op == "output")
         slots = output.args[0] if isinstance(output.args[0], (list, tuple)) else [output.args[0]]
-        return [
-            (tuple(s.meta["val"].shape), s.meta["val"].dtype) if isinstance(s, fx.Node) and _shape_of(s) else repr(s)
-            for s in slots
-        ]
+        return [bridge_fx.tensor_type(s) if isinstance(s, fx.Node) else repr(s) for s in slots]
 
     before, after = signature(original), signature(optimized)
     if before != after:
@@ -132,7 +121,7 @@ def _rebuild(
         report.egraph_enodes, report.egraph_classes = view.enode_count, len(view.candidates)
 
         def term_cost(eclass: str, term: bridge_fx.Term) -> float:
-            return model.cost(term, view.shapes.get(eclass), [view.shapes.get(a) for a in term.args])
+            return model.cost(term, view.types.get(eclass), [view.types.get(a) for a in term.args])
 
         selection = extract_greedy(view.candidates, term_cost)
         roots = [view.class_of_node[i] for i in loaded.outputs if i is not None]

@@ -25,8 +25,8 @@ def round_trip(graph_module, union_program: str = ""):
     view = EGraphView.of(loaded.egraph, len(loaded.nodes))
 
     def cost(eclass, term):
-        shape = view.shapes.get(eclass)
-        return 1.0 + (0 if shape is None else torch.Size(shape).numel())
+        known = view.types.get(eclass)
+        return 1.0 + (0 if known is None else torch.Size(known.shape).numel())
 
     selection = extract_greedy(view.candidates, cost)
     return loaded, view, bridge_fx.to_fx(loaded, selection, view.class_of_node)

@@ -14,17 +14,15 @@ import math
 from dataclasses import dataclass
 from typing import Protocol
 
-from eqsat.bridge_fx import Term
-
-Shape = tuple[int, ...]
+from eqsat.bridge_fx import TensorType, Term
 
 
 class CostModel(Protocol):
     target: str
     unit: str
 
-    def cost(self, term: Term, out_shape: Shape | None, arg_shapes: list[Shape | None]) -> float:
-        """The cost of computing term once, given its output and operand shapes."""
+    def cost(self, term: Term, out: TensorType | None, args: list[TensorType | None]) -> float:
+        """The cost of computing term once, given its output and operand types (None: unknown)."""
 
 
 @dataclass(frozen=True)
@@ -32,12 +30,12 @@ class ElementTrafficCost:
     target: str
     unit: str = "elements written (uncalibrated)"
 
-    def cost(self, term: Term, out_shape: Shape | None, arg_shapes: list[Shape | None]) -> float:
+    def cost(self, term: Term, out: TensorType | None, args: list[TensorType | None]) -> float:
         if term.op == "Reshape":
             return 1.0
         if term.op == "Opaque" and not term.args:
             return 0.0
-        elements = math.prod(out_shape) if out_shape is not None else 1
+        elements = math.prod(out.shape) if out is not None else 1
         return 1.0 + elements
 
 

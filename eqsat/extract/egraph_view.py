@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from egglog import EGraph
 
-from eqsat.bridge_fx import Term
+from eqsat.bridge_fx import Term, TensorType
 
 TENSOR_OPS = frozenset({"Opaque", "Elementwise", "Transpose", "Concat", "Slice", "Reshape"})
 
@@ -25,13 +25,13 @@ class EGraphView:
     """Tensor e-classes with their candidate terms.
 
     `candidates[c]` lists the distinct terms of e-class c (args are e-class
-    ids), `class_of_node[i]` is the e-class of `Node(i)`, and `shapes[c]` the
-    static shape of e-class c where the analysis knows it.
+    ids), `class_of_node[i]` is the e-class of `Node(i)`, and `types[c]` the
+    static shape and dtype of e-class c where the analysis knows them.
     """
 
     candidates: dict[str, list[Term]]
     class_of_node: list[str]
-    shapes: dict[str, tuple[int, ...]]
+    types: dict[str, TensorType]
     enode_count: int
 
     @classmethod
@@ -59,9 +59,11 @@ class EGraphView:
             return Term(op, first, (ints(children[1]),))
 
         vec_of_class = {n["eclass"]: k for k, n in nodes.items() if n["op"] == "vec-of"}
+        string_of_class = {n["eclass"]: n["op"] for n in nodes.values() if n["op"].startswith('"')}
         candidates: dict[str, list[Term]] = defaultdict(list)
         class_of_node: list[str | None] = [None] * node_count
         shapes: dict[str, tuple[int, ...]] = {}
+        dtypes: dict[str, str] = {}
         for node in nodes.values():
             op = node["op"]
             if op in TENSOR_OPS:
@@ -70,7 +72,10 @@ class EGraphView:
                 class_of_node[int(nodes[node["children"][0]]["op"])] = node["eclass"]
             elif op == "shape":
                 shapes[nodes[node["children"][0]]["eclass"]] = ints(vec_of_class[node["eclass"]])
+            elif op == "dtype":
+                dtypes[nodes[node["children"][0]]["eclass"]] = json.loads(string_of_class[node["eclass"]])
         missing = [i for i, c in enumerate(class_of_node) if c is None]
         if missing:
             raise ValueError(f"e-graph lost the handles of nodes {missing[:5]}")
-        return cls(dict(candidates), class_of_node, shapes, sum(len(v) for v in candidates.values()))
+        types = {c: TensorType(shape, dtypes.get(c)) for c, shape in shapes.items()}
+        return cls(dict(candidates), class_of_node, types, sum(len(v) for v in candidates.values()))
