@@ -20,7 +20,7 @@ from torch import fx
 from eqsat import bridge_fx, rules
 from eqsat.extract import cost as cost_models
 from eqsat.extract.egraph_view import EGraphView
-from eqsat.extract.greedy import dag_cost, extract_greedy
+from eqsat.extract import EXTRACTORS, extract
 from eqsat.report import Report, op_counts
 
 logger = logging.getLogger("eqsat")
@@ -43,6 +43,7 @@ class Options:
     says it is cheaper; "always" writes it back whenever it is not more
     expensive (tests use it to exercise the round trip).
     rules: names of the rewrite rulesets to run (None: all; (): none).
+    extractor: "greedy", "ilp" or "auto" (eqsat.extract.extract).
     """
 
     iteration_limit: int = 30
@@ -51,6 +52,7 @@ class Options:
     strict: bool = False
     accept: str = "cheaper"
     rules: tuple[str, ...] | None = None
+    extractor: str = "auto"
 
     @classmethod
     def from_kwargs(cls, **kwargs) -> Options:
@@ -62,6 +64,8 @@ class Options:
         if options.accept not in ("cheaper", "always"):
             raise ValueError(f"accept must be 'cheaper' or 'always', not {options.accept!r}")
         rules.rulesets_named(options.rules)
+        if options.extractor not in EXTRACTORS:
+            raise ValueError(f"extractor must be one of {EXTRACTORS}, not {options.extractor!r}")
         return options
 
     @property
@@ -123,12 +127,9 @@ def _rebuild(
         def term_cost(eclass: str, term: bridge_fx.Term) -> float:
             return model.cost(term, view.types.get(eclass), [view.types.get(a) for a in term.args])
 
-        selection = extract_greedy(view.candidates, term_cost)
         roots = [view.class_of_node[i] for i in loaded.outputs if i is not None]
-        missing = [r for r in roots if r not in selection]
-        if missing:
-            raise EqsatError(f"no finite-cost term for output classes {missing}")
-        report.cost_after = dag_cost(selection, roots, term_cost)
+        extraction = extract(view.candidates, roots, term_cost, extractor=options.extractor)
+        selection, report.cost_after, report.extractor = extraction.selection, extraction.cost, extraction.extractor
 
     accepted = report.cost_after < report.cost_before or (
         options.accept == "always" and report.cost_after <= report.cost_before

@@ -30,6 +30,7 @@ class Report:
     cost_before: float | None = None
     cost_after: float | None = None
     cost_unit: str = ""
+    extractor: str = ""
     phase_seconds: dict[str, float] = field(default_factory=dict)
     changed: bool = False
     fallback: str | None = None

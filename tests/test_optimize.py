@@ -63,7 +63,7 @@ def test_a_broken_extractor_leaves_the_graph_untouched_and_says_why(monkeypatch)
     def broken_extractor(*args, **kwargs):
         raise RuntimeError("extractor exploded")
 
-    monkeypatch.setattr(pipeline, "extract_greedy", broken_extractor)
+    monkeypatch.setattr(pipeline, "extract", broken_extractor)
     gm = permute_graph()
     code = gm.code
     with pytest.warns(RuntimeWarning, match="extractor exploded"):
@@ -88,7 +88,7 @@ def test_a_broken_rule_leaves_the_graph_untouched_and_says_why(monkeypatch):
 
 
 def test_strict_mode_raises_instead_of_falling_back(monkeypatch):
-    monkeypatch.setattr(pipeline, "extract_greedy", lambda *a, **k: 1 / 0)
+    monkeypatch.setattr(pipeline, "extract", lambda *a, **k: 1 / 0)
     with pytest.raises(ZeroDivisionError):
         eqsat.optimize(permute_graph(), strict=True)
 

@@ -76,3 +76,16 @@ def reachable(selection: Selection, roots: list[str]) -> list[str]:
 def dag_cost(selection: Selection, roots: list[str], term_cost: TermCost) -> float:
     """The cost of computing the roots with selection, each e-class once."""
     return sum(term_cost(c, selection[c]) for c in reachable(selection, roots))
+
+
+def reachable_candidates(candidates: dict[str, list[Term]], roots: list[str]) -> list[str]:
+    """The e-classes some choice of terms could need for the roots."""
+    seen: dict[str, None] = {}
+    stack = list(roots)
+    while stack:
+        eclass = stack.pop()
+        if eclass in seen or eclass not in candidates:
+            continue
+        seen[eclass] = None
+        stack.extend(a for term in candidates[eclass] for a in term.args)
+    return list(seen)

@@ -1,0 +1,121 @@
+"""Extraction on hand-made e-graphs: DAG cost, shared subterms, several outputs, cycles, ILP vs greedy."""
+
+from __future__ import annotations
+
+import math
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from eqsat.bridge_fx import Term
+from eqsat.extract import extract
+from eqsat.extract.greedy import dag_cost, extract_greedy, reachable
+from eqsat.extract.ilp import extract_ilp
+
+LEAF = Term("Opaque", (), ("x",))
+
+
+def elements_cost(sizes: dict[str, float]):
+    """Each term costs the size of its class (a transpose or slice writes its output)."""
+    return lambda eclass, term: 0.0 if term.op == "Opaque" and not term.args else 1.0 + sizes[eclass]
+
+
+def shared_transpose_egraph(slices: int):
+    """x -> T -> slice_i for i < slices, where each slice_i also equals T(slice_i(x))."""
+    candidates = {"x": [LEAF], "T": [Term("Transpose", ("x",), ((1, 0),))]}
+    sizes = {"x": 64.0, "T": 64.0}
+    for i in range(slices):
+        candidates[f"s{i}"] = [
+            Term("Slice", ("T",), ((0, 8 * i), (8, 8))),
+            Term("Transpose", (f"sx{i}",), ((1, 0),)),
+        ]
+        candidates[f"sx{i}"] = [Term("Slice", ("x",), ((8 * i, 0), (8, 8)))]
+        sizes[f"s{i}"] = sizes[f"sx{i}"] = 8.0
+    return candidates, sizes, [f"s{i}" for i in range(slices)]
+
+
+def test_tree_cost_greedy_pays_the_shared_transpose_once_per_use():
+    candidates, sizes, roots = shared_transpose_egraph(8)
+    selection = extract_greedy(candidates, elements_cost(sizes))
+    assert all(selection[r].op == "Transpose" for r in roots)
+
+
+def test_dag_extraction_keeps_one_shared_transpose():
+    candidates, sizes, roots = shared_transpose_egraph(8)
+    cost = elements_cost(sizes)
+    result = extract(candidates, roots, cost)
+    assert result.extractor == "ilp"
+    assert all(result.selection[r].op == "Slice" for r in roots)
+    assert "T" in reachable(result.selection, roots)
+    greedy = extract_greedy(candidates, cost)
+    assert result.cost < dag_cost(greedy, roots, cost)
+
+
+def test_several_outputs_share_one_choice_per_class():
+    candidates, sizes, roots = shared_transpose_egraph(3)
+    result = extract(candidates, roots + roots[:1], elements_cost(sizes))
+    needed = reachable(result.selection, roots)
+    assert len(needed) == len(set(needed))
+    assert result.cost == dag_cost(result.selection, roots, elements_cost(sizes))
+
+
+def test_extraction_never_returns_a_cycle():
+    # a == f(b) or leaf; b == g(a): choosing f(b) for a and g(a) for b would be a cycle.
+    candidates = {
+        "a": [Term("Elementwise", ("b",), ("f",)), LEAF],
+        "b": [Term("Elementwise", ("a",), ("g",))],
+    }
+    cost = lambda eclass, term: 0.0 if term is LEAF else 1.0  # noqa: E731
+    for extractor in ("greedy", "ilp"):
+        result = extract(candidates, ["b"], cost, extractor=extractor)
+        assert result.selection["a"] == LEAF
+        order = reachable(result.selection, ["b"])
+        assert order.index("a") < order.index("b")
+
+
+def test_ilp_gives_up_gracefully_when_no_term_is_finite():
+    candidates = {"a": [Term("Elementwise", ("a",), ("loop",))]}
+    assert extract_ilp(candidates, ["a"], lambda c, t: 1.0) is None
+
+
+@st.composite
+def random_egraphs(draw):
+    """Small random acyclic-by-index e-graphs: class i's terms use classes < i."""
+    count = draw(st.integers(2, 7))
+    candidates = {"c0": [LEAF]}
+    for i in range(1, count):
+        terms = []
+        for k in range(draw(st.integers(1, 3))):
+            args = tuple(f"c{j}" for j in draw(st.lists(st.integers(0, i - 1), min_size=1, max_size=2)))
+            terms.append(Term("Elementwise", args, (f"op{i}.{k}",)))
+        candidates[f"c{i}"] = terms
+    costs = {(c, t): draw(st.integers(1, 9)) for c, ts in candidates.items() for t in ts}
+    roots = [f"c{count - 1}"] + draw(st.lists(st.sampled_from(list(candidates)), max_size=2))
+    return candidates, lambda c, t: 0.0 if t is LEAF else float(costs[(c, t)]), roots
+
+
+@settings(max_examples=60, deadline=None)
+@given(random_egraphs())
+def test_ilp_is_never_worse_than_greedy(egraph):
+    candidates, cost, roots = egraph
+    greedy = extract(candidates, roots, cost, extractor="greedy")
+    exact = extract(candidates, roots, cost, extractor="ilp")
+    assert exact.cost <= greedy.cost + 1e-9
+
+
+def tree_egraph(depth: int):
+    """Every class is used once, so tree cost and DAG cost agree."""
+    candidates = {"leaf": [LEAF]}
+    previous = "leaf"
+    for i in range(depth):
+        candidates[f"c{i}"] = [Term("Elementwise", (previous,), ("cheap",)), Term("Elementwise", (previous,), ("dear",))]
+        previous = f"c{i}"
+    return candidates, previous
+
+
+def test_ilp_and_greedy_agree_when_nothing_is_shared():
+    candidates, root = tree_egraph(6)
+    cost = lambda c, t: 0.0 if t is LEAF else (1.0 if t.attrs == ("cheap",) else 5.0)  # noqa: E731
+    greedy = extract(candidates, [root], cost, extractor="greedy")
+    exact = extract(candidates, [root], cost, extractor="ilp")
+    assert math.isclose(greedy.cost, exact.cost) and greedy.cost == 6.0
