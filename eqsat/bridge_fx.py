@@ -415,7 +415,9 @@ class _Emitter:
         self.graph = fx.Graph()
         self.emitted: dict[str, fx.Node] = {}
         self.original_term = {}
+        self.first_node_of_class: dict[str, fx.Node] = {}
         for i, term in enumerate(loaded.terms):
+            self.first_node_of_class.setdefault(class_of_node[i], loaded.nodes[i])
             as_classes = term.with_args(tuple(class_of_node[a] for a in term.args))
             self.original_term.setdefault((class_of_node[i], as_classes), loaded.nodes[i])
         targets = {op_name(n.target) for n in loaded.graph_module.graph.nodes if n.op == "call_function"}
@@ -467,10 +469,7 @@ class _Emitter:
 
     def _source_node(self, eclass: str, term: Term) -> fx.Node:
         """An original node whose meta (stack trace, module, qparams) the new node inherits."""
-        for i, cls in enumerate(self.class_of_node):
-            if cls == eclass:
-                return self.loaded.nodes[i]
-        return self.emitted[term.args[0]]
+        return self.first_node_of_class.get(eclass) or self.emitted[term.args[0]]
 
     def _call(self, target: Any, args: tuple, kwargs: dict, source: fx.Node) -> fx.Node:
         node = self.graph.call_function(target, args, kwargs)

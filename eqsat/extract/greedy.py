@@ -1,10 +1,13 @@
 """Greedy DAG-aware extraction over the serialized e-graph.
 
-First a bottom-up fixpoint gives every e-class its cheapest term under tree
-cost (an operand is paid once per use). Because every term costs more than
-its operands' classes cost together, the chosen terms never form a cycle.
-`dag_cost` then prices a selection the way the hardware pays for it: each
-e-class reachable from the roots is computed once.
+A bottom-up pass (Knuth's generalisation of Dijkstra) gives every e-class its
+cheapest term, where a term costs its own cost plus an amortised share of its
+operands': an operand class used by k classes charges each 1/k of its cost.
+Plain tree cost (k = 1) pays a shared operand once per use, which grows
+exponentially on graphs that fork and rejoin and overflows on deep ones. A
+class is settled only after all operands of its chosen term are, so the
+chosen terms never form a cycle. `dag_cost` then prices a selection the way
+the hardware pays for it: each e-class reachable from the roots once.
 """
 
 from __future__ import annotations
@@ -21,12 +24,13 @@ TermCost = Callable[[str, Term], float]
 
 
 def extract_greedy(candidates: dict[str, list[Term]], term_cost: TermCost) -> Selection:
-    """The cheapest term of every e-class under tree cost (Knuth's generalised Dijkstra)."""
+    """The cheapest term of every e-class under amortised bottom-up cost."""
     users: dict[str, list[tuple[str, Term]]] = defaultdict(list)
     for eclass, terms in candidates.items():
         for term in terms:
             for arg in set(term.args):
                 users[arg].append((eclass, term))
+    sharing = {arg: len({user_class for user_class, _ in arg_users}) for arg, arg_users in users.items()}
     best: dict[str, float] = {}
     selection: Selection = {}
     frontier: list[tuple[float, int, str, Term]] = []
@@ -35,7 +39,7 @@ def extract_greedy(candidates: dict[str, list[Term]], term_cost: TermCost) -> Se
     def offer(eclass: str, term: Term) -> None:
         nonlocal tiebreak
         if all(a in best for a in term.args):
-            total = term_cost(eclass, term) + sum(best[a] for a in term.args)
+            total = term_cost(eclass, term) + sum(best[a] / sharing[a] for a in term.args)
             if math.isfinite(total):
                 tiebreak += 1
                 heapq.heappush(frontier, (total, tiebreak, eclass, term))
