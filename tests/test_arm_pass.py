@@ -1,0 +1,68 @@
+"""The drop-in pass inside the real Arm pipeline: install, target from the compile spec, insertion points."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import eqsat
+from eqsat import lowering
+from executorch.backends.arm._passes import arm_pass_manager
+
+
+class TwoBranchConcat(torch.nn.Module):
+    """conv a, conv b -> concat -> permute -> slice -> add: data movement the pass sees."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.a = torch.nn.Conv2d(4, 8, 3, padding=1)
+        self.b = torch.nn.Conv2d(4, 8, 3, padding=1)
+
+    def forward(self, x):
+        y = torch.cat([self.a(x), self.b(x)], dim=1).permute(0, 2, 3, 1)
+        return y[..., :8] + 1
+
+
+def lower_with_eqsat(target, tmp_path, **install_options):
+    model, inputs = TwoBranchConcat().eval(), (torch.randn(1, 4, 8, 8, generator=torch.Generator().manual_seed(1)),)
+    exported = lowering.quantize(model, inputs, target)
+    eqsat.install(**install_options)
+    try:
+        lowered = lowering.lower(exported, target, workdir=tmp_path)
+        return lowered, eqsat.last_reports()
+    finally:
+        eqsat.uninstall()
+
+
+@pytest.mark.parametrize("target", ["ethos-u55-128", "ethos-u85-256"])
+def test_install_takes_the_target_from_the_compile_spec(target, tmp_path):
+    lowered, reports = lower_with_eqsat(target, tmp_path)
+    assert lowered.delegates == 1 and lowered.cpu_ops == []
+    assert [r.target for r in reports] == [target]
+    assert reports[0].dialect == "tosa" and reports[0].fallback is None
+
+
+def test_install_before_exir_to_tosa_sees_edge_aten_ops(tmp_path):
+    _, reports = lower_with_eqsat("ethos-u55-128", tmp_path, before="ExirToTosaPass")
+    assert reports[0].dialect == "aten"
+    assert "aten.permute_copy.default" in reports[0].ops_before or "aten.cat.default" in reports[0].ops_before
+
+
+def test_uninstall_removes_the_pass(tmp_path):
+    _, reports = lower_with_eqsat("ethos-u55-128", tmp_path / "first")
+    model, inputs = TwoBranchConcat().eval(), (torch.randn(1, 4, 8, 8),)
+    lowering.lower(lowering.quantize(model, inputs, "ethos-u55-128"), "ethos-u55-128", workdir=tmp_path / "second")
+    assert len(eqsat.last_reports()) == len(reports) == 1
+    registered = [p for r in arm_pass_manager._registered_pass_insertions.values() for p in r.before_passes]
+    assert not any(isinstance(p, eqsat.EqsatPass) for p in registered)
+
+
+def test_install_rejects_an_unknown_insertion_point():
+    with pytest.raises(ValueError, match="before must be one of"):
+        eqsat.install(before="NoSuchPass")
+
+
+def test_pass_without_target_outside_a_lowering_is_a_clear_error():
+    with pytest.raises(ValueError, match="no target"):
+        eqsat.EqsatPass().resolve_target()
