@@ -8,8 +8,9 @@ nothing about rules or costs.
 
 Loading is bulk (DESIGN §3): each node becomes one row of a fact table, written
 to a TSV file and read with egglog's `input`; one generated rule per table
-then builds the terms and unions them with the node handles `Node(i)`. Vectors
-are only ever built inside those rules, where egglog builds them cheaply.
+then builds the terms, unions them with the node handles `Node(i)` and deletes
+the row (so the serialized e-graph stays small). Vectors are only ever built
+inside those rules, where egglog builds them cheaply.
 
 Back-translation reuses every original FX node whose term was chosen
 unchanged (keeping all its meta) and builds new nodes in the dialect the graph
@@ -314,7 +315,8 @@ def _build_rule(table: str) -> tuple[str, str]:
         cols, body = ["key", *xs], f"({op} key {_vec(refs)})"
     sorts = ["i64"] + ["String" if c == "key" else "i64" for c in cols]
     declaration = f"(relation Load{table} ({' '.join(sorts)}))"
-    rule = f"(rule ((Load{table} out {' '.join(cols)})) ((union (Node out) {body})) :ruleset load)"
+    row = f"(Load{table} out {' '.join(cols)})"
+    rule = f"(rule ({row}) ((union (Node out) {body}) (delete {row})) :ruleset load)"
     return declaration, rule
 
 
@@ -329,10 +331,8 @@ def _shape_rule(table: str) -> tuple[str, str]:
     n = int(table.rsplit("_", 1)[1])
     dims = [f"d{k}" for k in range(n)]
     declaration = f"(relation Load{table} (i64 String {' '.join(['i64'] * n)}))"
-    rule = (
-        f"(rule ((Load{table} out dt {' '.join(dims)})) "
-        f"((set (shape (Node out)) {_vec(dims)}) (set (dtype (Node out)) dt)) :ruleset load)"
-    )
+    row = f"(Load{table} out dt {' '.join(dims)})"
+    rule = f"(rule ({row}) ((set (shape (Node out)) {_vec(dims)}) (set (dtype (Node out)) dt) (delete {row})) :ruleset load)"
     return declaration, rule
 
 
