@@ -35,62 +35,105 @@ class ModelSpec:
     builder: Builder = field(repr=False, compare=False)
 
     def build(self) -> tuple[torch.nn.Module, tuple[torch.Tensor, ...]]:
-        """Return the model in eval mode and its example inputs (seeded, deterministic)."""
-        model, example_inputs = self.builder()
-        return model.eval(), example_inputs
+        """Return the model in eval mode and its seeded example inputs."""
+        return self.builder()
 
 
 _SPECS = (
-    ModelSpec("emg-conv1d-stem", "emg",
-              "Strided conv1d-BN-ReLU stem over 8-channel sEMG, pooled gesture head",
-              build_emg_conv1d_stem),
-    ModelSpec("tds-conv1d", "emg",
-              "emg2qwerty-style time-depth-separable conv and FC blocks with layer norm",
-              build_tds_conv1d),
-    ModelSpec("emg-branch-fusion", "emg",
-              "EMG and IMU conv1d branches concatenated along channels, then fused",
-              build_emg_fusion),
-    ModelSpec("conformer-block", "emg",
-              "Conformer layer (FFN, fused-qkv MHSA with head permutes, GLU conv module)",
-              build_conformer_block),
-    ModelSpec("emg-recurrent-decoder", "emg",
-              "Conv1d EMG encoder followed by a GRU-style recurrent decoder",
-              build_emg_recurrent_decoder),
-    ModelSpec("ds-cnn-kws", "mlperf-tiny",
-              "DS-CNN keyword spotting on 49x10 MFCCs, 32 channels",
-              build_ds_cnn_kws),
-    ModelSpec("mobilenet-v1-025-vww", "mlperf-tiny",
-              "MobileNetV1-0.25 visual wake words on 32x32 images",
-              build_mobilenet_v1_vww),
-    ModelSpec("resnet8", "mlperf-tiny",
-              "CIFAR-style ResNet-8 at half width (8/16/32 channels)",
-              build_resnet8),
-    ModelSpec("fc-autoencoder", "mlperf-tiny",
-              "Dense anomaly-detection autoencoder, 160 inputs, 8-d bottleneck",
-              build_fc_autoencoder),
-    ModelSpec("shufflenet-v2", "layout",
-              "ShuffleNet-v2 units: channel split, concat, reshape-transpose-reshape shuffle",
-              build_shufflenet_v2),
-    ModelSpec("unet-skip", "layout",
-              "Two-level U-Net with nearest upsampling and concatenated skips",
-              build_unet_skip),
-    ModelSpec("mobilevit-patch-attention", "layout",
-              "MobileViT block: unfold to patches, attention, fold back, fuse",
-              build_mobilevit_attention),
-    ModelSpec("attention-permute", "layout",
-              "Multi-head self-attention on a feature map via flatten/permute to tokens",
-              build_attention_permute),
-    ModelSpec("small-convnet", "basic",
-              "Plain two-stage conv-BN-ReLU-maxpool classifier",
-              build_small_convnet),
+    ModelSpec(
+        "emg-conv1d-stem",
+        "emg",
+        "Strided conv1d-BN-ReLU stem over 8-channel sEMG, pooled gesture head",
+        build_emg_conv1d_stem,
+    ),
+    ModelSpec(
+        "tds-conv1d",
+        "emg",
+        "emg2qwerty-style time-depth-separable conv and FC blocks with layer norm",
+        build_tds_conv1d,
+    ),
+    ModelSpec(
+        "emg-branch-fusion",
+        "emg",
+        "EMG and IMU conv1d branches concatenated along channels, then fused",
+        build_emg_fusion,
+    ),
+    ModelSpec(
+        "conformer-block",
+        "emg",
+        "Conformer-style layer: fused-qkv MHSA with head permutes, GLU conv module",
+        build_conformer_block,
+    ),
+    ModelSpec(
+        "emg-recurrent-decoder",
+        "emg",
+        "Strided conv1d EMG encoder, gated recurrent cell unrolled over 4 steps",
+        build_emg_recurrent_decoder,
+    ),
+    ModelSpec(
+        "ds-cnn-kws",
+        "mlperf-tiny",
+        "DS-CNN keyword spotting on 49x10 MFCCs, 32 channels",
+        build_ds_cnn_kws,
+    ),
+    ModelSpec(
+        "mobilenet-v1-025-vww",
+        "mlperf-tiny",
+        "MobileNetV1-0.25 visual wake words on 32x32 images",
+        build_mobilenet_v1_vww,
+    ),
+    ModelSpec(
+        "resnet8",
+        "mlperf-tiny",
+        "CIFAR-style ResNet-8 at half width (8/16/32 channels)",
+        build_resnet8,
+    ),
+    ModelSpec(
+        "fc-autoencoder",
+        "mlperf-tiny",
+        "Dense anomaly-detection autoencoder, 160 inputs, 8-d bottleneck",
+        build_fc_autoencoder,
+    ),
+    ModelSpec(
+        "shufflenet-v2",
+        "layout",
+        "ShuffleNet-v2 units: channel split, concat, reshape-transpose-reshape shuffle",
+        build_shufflenet_v2,
+    ),
+    ModelSpec(
+        "unet-skip",
+        "layout",
+        "Two-level U-Net with nearest upsampling and concatenated skips",
+        build_unet_skip,
+    ),
+    ModelSpec(
+        "mobilevit-patch-attention",
+        "layout",
+        "MobileViT block: unfold to patches, attention, fold back, fuse",
+        build_mobilevit_attention,
+    ),
+    ModelSpec(
+        "attention-permute",
+        "layout",
+        "Multi-head self-attention on a feature map via flatten/permute to tokens",
+        build_attention_permute,
+    ),
+    ModelSpec(
+        "small-convnet",
+        "basic",
+        "Plain two-stage conv-BN-ReLU-maxpool classifier",
+        build_small_convnet,
+    ),
 )
 
 ZOO: dict[str, ModelSpec] = {spec.name: spec for spec in _SPECS}
 
 
 def get(name: str) -> ModelSpec:
-    """Return the spec called `name`; raise KeyError listing the known names otherwise."""
+    """Return the spec called `name`; a KeyError for an unknown name lists all names."""
     try:
         return ZOO[name]
     except KeyError:
-        raise KeyError(f"unknown model {name!r}; known models: {', '.join(ZOO)}") from None
+        raise KeyError(
+            f"unknown model {name!r}; known models: {', '.join(ZOO)}"
+        ) from None

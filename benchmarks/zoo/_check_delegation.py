@@ -1,8 +1,10 @@
 """Check that every zoo model lowers fully to the Ethos-U NPU.
 
 Quantizes each model to int8, lowers it with the Ethos-U partitioner for each
-target, and reports the number of delegates and any compute op left on the
-CPU. Exits non-zero if any model is not fully delegated.
+target, and reports the number of delegates, any compute op left on the CPU,
+and the CPU seconds quantize+lower took (CPU rather than wall time, so the
+figure does not depend on what else the machine is running). Exits non-zero
+if any model is not fully delegated.
 
 Usage:
     python -m benchmarks.zoo._check_delegation [MODEL ...] [--targets T ...]
@@ -12,6 +14,7 @@ import argparse
 import contextlib
 import os
 import sys
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -24,7 +27,7 @@ from executorch.backends.arm.quantizer import (
 from executorch.exir import to_edge_transform_and_lower
 from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
 
-from benchmarks.zoo import ZOO, get
+from benchmarks.zoo import ZOO, ModelSpec, get
 
 TARGETS = ("ethos-u55-128", "ethos-u85-256")
 DELEGATE_CALL = "executorch_call_delegate"
@@ -42,6 +45,7 @@ class DelegationResult:
     target: str
     delegates: int
     leftover_ops: tuple[str, ...]
+    cpu_seconds: float
     error: str | None = None
 
     @property
@@ -84,17 +88,21 @@ def lower(
     return edge.exported_program().graph
 
 
-def check(name: str, target: str) -> DelegationResult:
-    model, example_inputs = get(name).build()
+def check(spec: ModelSpec, target: str) -> DelegationResult:
+    name = spec.name
+    model, example_inputs = spec.build()
+    start = time.process_time()
     try:
         with stdout_silenced():
             graph = lower(model, example_inputs, target)
     except Exception as exc:  # report the failure and keep checking the others
-        return DelegationResult(name, target, 0, (), f"{type(exc).__name__}: {exc}")
+        error = f"{type(exc).__name__}: {exc}"
+        return DelegationResult(name, target, 0, (), time.process_time() - start, error)
+    cpu_seconds = time.process_time() - start
     call_names = [op_name(n.target) for n in graph.nodes if n.op == "call_function"]
     delegates = call_names.count(DELEGATE_CALL)
     leftover = tuple(sorted({c for c in call_names if c not in IGNORED_OPS}))
-    return DelegationResult(name, target, delegates, leftover)
+    return DelegationResult(name, target, delegates, leftover, cpu_seconds)
 
 
 def format_row(result: DelegationResult) -> str:
@@ -106,8 +114,8 @@ def format_row(result: DelegationResult) -> str:
         status = "NOT FULLY DELEGATED"
     leftover = ", ".join(result.leftover_ops) or "-"
     return (
-        f"{result.model:28} {result.target:15} {result.delegates:>9}  "
-        f"{leftover:40} {status}"
+        f"{result.model:28} {result.target:15} {result.delegates:>9} "
+        f"{result.cpu_seconds:>7.1f}  {leftover:30} {status}"
     )
 
 
@@ -117,15 +125,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--targets", nargs="+", default=list(TARGETS))
     args = parser.parse_args(argv)
 
-    names = args.models or list(ZOO)
-    for name in names:
-        get(name)
+    try:
+        specs = [get(name) for name in args.models] or list(ZOO.values())
+    except KeyError as exc:
+        parser.error(exc.args[0])
 
-    print(f"{'model':28} {'target':15} {'delegates':>9}  {'leftover ops':40} status")
+    print(
+        f"{'model':28} {'target':15} {'delegates':>9} {'cpu s':>7}  "
+        f"{'leftover ops':30} status"
+    )
     results = []
-    for name in names:
+    for spec in specs:
         for target in args.targets:
-            result = check(name, target)
+            result = check(spec, target)
             results.append(result)
             print(format_row(result), flush=True)
 

@@ -1,4 +1,4 @@
-"""Self-attention over a CNN feature map, entering and leaving token layout via permutes."""
+"""Self-attention over a CNN feature map, to and from token layout via permutes."""
 
 import torch
 from torch import nn
@@ -35,9 +35,10 @@ class AttentionPermute(nn.Module):
         k = self.split_heads(self.key(tokens))
         v = self.split_heads(self.value(tokens))
         weights = torch.softmax((q @ k.transpose(-2, -1)) * self.scale, dim=-1)
-        merged = (weights @ v).permute(0, 2, 1, 3).reshape(batch, height * width, channels)
-        attended = self.out(merged).permute(0, 2, 1).reshape(batch, channels, height, width)
-        return features + attended
+        heads = (weights @ v).permute(0, 2, 1, 3)
+        merged = heads.reshape(batch, height * width, channels)
+        attended = self.out(merged).permute(0, 2, 1)
+        return features + attended.reshape(batch, channels, height, width)
 
 
 def build_attention_permute() -> tuple[nn.Module, tuple[torch.Tensor, ...]]:

@@ -4,24 +4,8 @@ import torch
 from torch import nn
 
 
-class FeedForward(nn.Module):
-    """Macaron half-step feed-forward module: LN, expand, SiLU, project."""
-
-    def __init__(self, dim: int, expansion: int = 2):
-        super().__init__()
-        self.net = nn.Sequential(
-            nn.LayerNorm(dim),
-            nn.Linear(dim, dim * expansion),
-            nn.SiLU(),
-            nn.Linear(dim * expansion, dim),
-        )
-
-    def forward(self, sequence: torch.Tensor) -> torch.Tensor:
-        return self.net(sequence)
-
-
 class MultiHeadSelfAttention(nn.Module):
-    """Self-attention with a fused qkv projection split into heads by reshape+permute."""
+    """Self-attention; one qkv linear split into heads by reshape + permute."""
 
     def __init__(self, dim: int, num_heads: int):
         super().__init__()
@@ -51,8 +35,9 @@ class ConvolutionModule(nn.Module):
         self.norm = nn.LayerNorm(dim)
         self.pointwise_in = nn.Conv1d(dim, 2 * dim, kernel_size=1)
         self.glu = nn.GLU(dim=1)
-        self.depthwise = nn.Conv1d(dim, dim, kernel_size, padding=kernel_size // 2,
-                                   groups=dim, bias=False)
+        self.depthwise = nn.Conv1d(
+            dim, dim, kernel_size, padding=kernel_size // 2, groups=dim, bias=False
+        )
         self.batch_norm = nn.BatchNorm1d(dim)
         self.activation = nn.SiLU()
         self.pointwise_out = nn.Conv1d(dim, dim, kernel_size=1)
@@ -65,31 +50,37 @@ class ConvolutionModule(nn.Module):
 
 
 class ConformerBlock(nn.Module):
-    """One conformer layer: FFN/2, MHSA, conv module, FFN/2, final LN."""
+    """Conformer layer trimmed to its two characteristic modules: MHSA and conv.
+
+    The full layer sandwiches these between two half-step feed-forward
+    modules and ends in a layer norm. Those are left out to keep lowering
+    quick: each layer norm decomposes into a chain of about ten quantized ops.
+    """
 
     def __init__(self, dim: int, num_heads: int):
         super().__init__()
-        self.ffn_in = FeedForward(dim)
         self.attention = MultiHeadSelfAttention(dim, num_heads)
         self.conv = ConvolutionModule(dim)
-        self.ffn_out = FeedForward(dim)
-        self.norm = nn.LayerNorm(dim)
 
     def forward(self, sequence: torch.Tensor) -> torch.Tensor:
-        sequence = sequence + 0.5 * self.ffn_in(sequence)
         sequence = sequence + self.attention(sequence)
-        sequence = sequence + self.conv(sequence)
-        sequence = sequence + 0.5 * self.ffn_out(sequence)
-        return self.norm(sequence)
+        return sequence + self.conv(sequence)
 
 
 class EmgConformer(nn.Module):
-    """Conv1d subsampling of raw EMG followed by one conformer block and a classifier."""
+    """Conv1d subsampling of raw EMG, one conformer block, per-step classifier."""
 
-    def __init__(self, emg_channels: int = 8, dim: int = 32, num_heads: int = 4,
-                 num_classes: int = 16):
+    def __init__(
+        self,
+        emg_channels: int = 8,
+        dim: int = 32,
+        num_heads: int = 4,
+        num_classes: int = 16,
+    ):
         super().__init__()
-        self.subsample = nn.Conv1d(emg_channels, dim, kernel_size=3, stride=2, padding=1)
+        self.subsample = nn.Conv1d(
+            emg_channels, dim, kernel_size=3, stride=2, padding=1
+        )
         self.block = ConformerBlock(dim, num_heads)
         self.classifier = nn.Linear(dim, num_classes)
 

@@ -10,8 +10,15 @@ class DepthwiseSeparableBlock(nn.Module):
     def __init__(self, in_channels: int, out_channels: int, stride: int = 1):
         super().__init__()
         self.depthwise = nn.Sequential(
-            nn.Conv2d(in_channels, in_channels, kernel_size=3, stride=stride, padding=1,
-                      groups=in_channels, bias=False),
+            nn.Conv2d(
+                in_channels,
+                in_channels,
+                kernel_size=3,
+                stride=stride,
+                padding=1,
+                groups=in_channels,
+                bias=False,
+            ),
             nn.BatchNorm2d(in_channels),
             nn.ReLU(),
         )
@@ -36,7 +43,9 @@ class DsCnnKws(nn.Module):
     def __init__(self, channels: int = 32, num_keywords: int = 12):
         super().__init__()
         self.stem = nn.Sequential(
-            nn.Conv2d(1, channels, kernel_size=(10, 4), stride=2, padding=(5, 1), bias=False),
+            nn.Conv2d(
+                1, channels, kernel_size=(10, 4), stride=2, padding=(5, 1), bias=False
+            ),
             nn.BatchNorm2d(channels),
             nn.ReLU(),
         )

@@ -5,10 +5,12 @@ from torch import nn
 
 
 class EmgConv1dStem(nn.Module):
-    """Front end of wristband EMG decoders (e.g. the Meta sEMG-RD models).
+    """Front end of wristband surface-EMG gesture decoders.
 
     Two strided conv1d-BN-ReLU layers downsample the 8-electrode signal in
-    time, then a global average pool and a linear layer classify the gesture.
+    time, then a mean over time and a linear layer classify the gesture. (The
+    mean stands in for AdaptiveAvgPool1d, which the Arm backend leaves on the
+    CPU as unsqueeze + avg_pool2d + squeeze.)
     """
 
     def __init__(self, emg_channels: int = 8, num_gestures: int = 9):
@@ -21,12 +23,10 @@ class EmgConv1dStem(nn.Module):
             nn.BatchNorm1d(32),
             nn.ReLU(),
         )
-        self.pool = nn.AdaptiveAvgPool1d(1)
         self.classifier = nn.Linear(32, num_gestures)
 
     def forward(self, emg: torch.Tensor) -> torch.Tensor:
-        features = self.pool(self.stem(emg))
-        return self.classifier(torch.flatten(features, 1))
+        return self.classifier(self.stem(emg).mean(dim=-1))
 
 
 def build_emg_conv1d_stem() -> tuple[nn.Module, tuple[torch.Tensor, ...]]:

@@ -1,4 +1,4 @@
-"""Fully connected autoencoder for anomaly detection (MLPerf Tiny AD reference, shrunk)."""
+"""Dense autoencoder for anomaly detection (MLPerf Tiny AD reference, shrunk)."""
 
 import torch
 from torch import nn
@@ -11,25 +11,24 @@ def dense_bn_relu(in_features: int, out_features: int) -> nn.Sequential:
 
 
 class FcAutoencoder(nn.Module):
-    """DCASE/ToyADMOS dense autoencoder: 4 dense layers, 8-d bottleneck, 4 dense layers.
+    """DCASE/ToyADMOS dense autoencoder with an 8-d bottleneck.
 
-    The reference takes 5 stacked frames of 128 log-mels (640 values) with
-    128-unit layers; this version takes 5 x 32 = 160 values with 64 units.
+    The reference takes 5 stacked frames of 128 log-mels (640 values) and has
+    four 128-unit dense-BN-ReLU layers on each side of the bottleneck; this
+    version takes 5 x 32 = 160 values and has two 64-unit layers per side.
     """
 
-    def __init__(self, input_features: int = 160, hidden: int = 64, bottleneck: int = 8):
+    def __init__(
+        self, input_features: int = 160, hidden: int = 64, bottleneck: int = 8
+    ):
         super().__init__()
         self.encoder = nn.Sequential(
             dense_bn_relu(input_features, hidden),
-            dense_bn_relu(hidden, hidden),
-            dense_bn_relu(hidden, hidden),
             dense_bn_relu(hidden, hidden),
             dense_bn_relu(hidden, bottleneck),
         )
         self.decoder = nn.Sequential(
             dense_bn_relu(bottleneck, hidden),
-            dense_bn_relu(hidden, hidden),
-            dense_bn_relu(hidden, hidden),
             dense_bn_relu(hidden, hidden),
             nn.Linear(hidden, input_features),
         )

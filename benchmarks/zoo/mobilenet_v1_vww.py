@@ -1,20 +1,30 @@
-"""MobileNetV1 with width multiplier 0.25 for visual wake words (MLPerf Tiny VWW, shrunk)."""
+"""MobileNetV1-0.25 for visual wake words (MLPerf Tiny VWW reference, shrunk)."""
 
 import torch
 from torch import nn
 
 
-def conv_bn_relu(in_channels: int, out_channels: int, kernel_size: int, stride: int,
-                 groups: int = 1) -> nn.Sequential:
+def conv_bn_relu(
+    in_channels: int, out_channels: int, kernel_size: int, stride: int, groups: int = 1
+) -> nn.Sequential:
     return nn.Sequential(
-        nn.Conv2d(in_channels, out_channels, kernel_size, stride=stride,
-                  padding=kernel_size // 2, groups=groups, bias=False),
+        nn.Conv2d(
+            in_channels,
+            out_channels,
+            kernel_size,
+            stride=stride,
+            padding=kernel_size // 2,
+            groups=groups,
+            bias=False,
+        ),
         nn.BatchNorm2d(out_channels),
         nn.ReLU6(),
     )
 
 
-def depthwise_separable(in_channels: int, out_channels: int, stride: int) -> nn.Sequential:
+def depthwise_separable(
+    in_channels: int, out_channels: int, stride: int
+) -> nn.Sequential:
     return nn.Sequential(
         conv_bn_relu(in_channels, in_channels, 3, stride, groups=in_channels),
         conv_bn_relu(in_channels, out_channels, 1, 1),

@@ -1,48 +1,51 @@
-"""MobileViT block (Mehta & Rastegari 2021): local conv, patch-wise attention, fold back."""
+"""MobileViT block (Mehta & Rastegari 2021): local conv, patch attention, fold."""
 
 import torch
 from torch import nn
 
 
-def conv_bn_silu(in_channels: int, out_channels: int, kernel_size: int,
-                 stride: int = 1) -> nn.Sequential:
+def conv_bn_silu(
+    in_channels: int, out_channels: int, kernel_size: int, stride: int = 1
+) -> nn.Sequential:
     return nn.Sequential(
-        nn.Conv2d(in_channels, out_channels, kernel_size, stride=stride,
-                  padding=kernel_size // 2, bias=False),
+        nn.Conv2d(
+            in_channels,
+            out_channels,
+            kernel_size,
+            stride=stride,
+            padding=kernel_size // 2,
+            bias=False,
+        ),
         nn.BatchNorm2d(out_channels),
         nn.SiLU(),
     )
 
 
-class TransformerLayer(nn.Module):
-    """Pre-norm transformer layer over (batch * patch_area, num_patches, dim)."""
+class PatchAttention(nn.Module):
+    """Pre-norm multi-head self-attention over (batch * patch_area, num_patches, dim).
+
+    MobileViT follows this with an MLP; it is left out to keep lowering fast.
+    """
 
     def __init__(self, dim: int, num_heads: int):
         super().__init__()
         self.num_heads = num_heads
         self.head_dim = dim // num_heads
         self.scale = self.head_dim**-0.5
-        self.attention_norm = nn.LayerNorm(dim)
+        self.norm = nn.LayerNorm(dim)
         self.qkv = nn.Linear(dim, 3 * dim)
-        self.attention_out = nn.Linear(dim, dim)
-        self.mlp = nn.Sequential(
-            nn.LayerNorm(dim), nn.Linear(dim, 2 * dim), nn.SiLU(), nn.Linear(2 * dim, dim)
-        )
+        self.out = nn.Linear(dim, dim)
 
-    def attention(self, tokens: torch.Tensor) -> torch.Tensor:
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
         groups, length, dim = tokens.shape
-        q, k, v = self.qkv(self.attention_norm(tokens)).chunk(3, dim=-1)
+        q, k, v = self.qkv(self.norm(tokens)).chunk(3, dim=-1)
         q, k, v = (
             t.reshape(groups, length, self.num_heads, self.head_dim).permute(0, 2, 1, 3)
             for t in (q, k, v)
         )
         weights = torch.softmax((q @ k.transpose(-2, -1)) * self.scale, dim=-1)
         heads = (weights @ v).permute(0, 2, 1, 3).reshape(groups, length, dim)
-        return self.attention_out(heads)
-
-    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
-        tokens = tokens + self.attention(tokens)
-        return tokens + self.mlp(tokens)
+        return tokens + self.out(heads)
 
 
 class MobileVitBlock(nn.Module):
@@ -54,7 +57,7 @@ class MobileVitBlock(nn.Module):
         self.local = nn.Sequential(
             conv_bn_silu(channels, channels, 3), nn.Conv2d(channels, dim, 1, bias=False)
         )
-        self.transformer = TransformerLayer(dim, num_heads)
+        self.attention = PatchAttention(dim, num_heads)
         self.project = conv_bn_silu(dim, channels, 1)
         self.fuse = conv_bn_silu(2 * channels, channels, 3)
 
@@ -79,7 +82,7 @@ class MobileVitBlock(nn.Module):
 
     def forward(self, features: torch.Tensor) -> torch.Tensor:
         height, width = features.shape[-2:]
-        tokens = self.transformer(self.unfold(self.local(features)))
+        tokens = self.attention(self.unfold(self.local(features)))
         global_features = self.project(self.fold(tokens, height, width))
         return self.fuse(torch.cat([features, global_features], dim=1))
 

@@ -10,7 +10,9 @@ class ResidualBlock(nn.Module):
     def __init__(self, in_channels: int, out_channels: int, stride: int):
         super().__init__()
         self.body = nn.Sequential(
-            nn.Conv2d(in_channels, out_channels, 3, stride=stride, padding=1, bias=False),
+            nn.Conv2d(
+                in_channels, out_channels, 3, stride=stride, padding=1, bias=False
+            ),
             nn.BatchNorm2d(out_channels),
             nn.ReLU(),
             nn.Conv2d(out_channels, out_channels, 3, padding=1, bias=False),

@@ -1,4 +1,4 @@
-"""ShuffleNet-v2 (Ma et al. 2018) units with channel split, concat and channel shuffle."""
+"""ShuffleNet-v2 (Ma et al. 2018) units: channel split, concat, channel shuffle."""
 
 import torch
 from torch import nn
@@ -11,11 +11,24 @@ def channel_shuffle(features: torch.Tensor, groups: int) -> torch.Tensor:
     return grouped.transpose(1, 2).reshape(batch, channels, height, width)
 
 
-def conv_bn(in_channels: int, out_channels: int, kernel_size: int, stride: int = 1,
-            groups: int = 1, relu: bool = True) -> nn.Sequential:
+def conv_bn(
+    in_channels: int,
+    out_channels: int,
+    kernel_size: int,
+    stride: int = 1,
+    groups: int = 1,
+    relu: bool = True,
+) -> nn.Sequential:
     layers = [
-        nn.Conv2d(in_channels, out_channels, kernel_size, stride=stride,
-                  padding=kernel_size // 2, groups=groups, bias=False),
+        nn.Conv2d(
+            in_channels,
+            out_channels,
+            kernel_size,
+            stride=stride,
+            padding=kernel_size // 2,
+            groups=groups,
+            bias=False,
+        ),
         nn.BatchNorm2d(out_channels),
     ]
     if relu:
@@ -27,7 +40,14 @@ def branch(in_channels: int, out_channels: int, stride: int) -> nn.Sequential:
     """The 1x1 -> depthwise 3x3 -> 1x1 branch shared by both unit types."""
     return nn.Sequential(
         conv_bn(in_channels, out_channels, 1),
-        conv_bn(out_channels, out_channels, 3, stride=stride, groups=out_channels, relu=False),
+        conv_bn(
+            out_channels,
+            out_channels,
+            3,
+            stride=stride,
+            groups=out_channels,
+            relu=False,
+        ),
         conv_bn(out_channels, out_channels, 1),
     )
 
@@ -52,7 +72,9 @@ class DownsampleUnit(nn.Module):
         super().__init__()
         half = out_channels // 2
         self.left = nn.Sequential(
-            conv_bn(in_channels, in_channels, 3, stride=2, groups=in_channels, relu=False),
+            conv_bn(
+                in_channels, in_channels, 3, stride=2, groups=in_channels, relu=False
+            ),
             conv_bn(in_channels, half, 1),
         )
         self.right = branch(in_channels, half, stride=2)
@@ -63,21 +85,18 @@ class DownsampleUnit(nn.Module):
 
 
 class ShuffleNetV2(nn.Module):
-    """Tiny ShuffleNet-v2: stem, one downsample stage of three units, 1x1 conv, head."""
+    """Tiny ShuffleNet-v2: stem conv, a downsample unit and a basic unit, head."""
 
     def __init__(self, num_classes: int = 10):
         super().__init__()
         self.stem = conv_bn(3, 16, 3, stride=2)
-        self.stage = nn.Sequential(
-            DownsampleUnit(16, 32), BasicUnit(32), BasicUnit(32)
-        )
-        self.head_conv = conv_bn(32, 64, 1)
+        self.stage = nn.Sequential(DownsampleUnit(16, 32), BasicUnit(32))
         self.pool = nn.AdaptiveAvgPool2d(1)
-        self.classifier = nn.Linear(64, num_classes)
+        self.classifier = nn.Linear(32, num_classes)
 
     def forward(self, image: torch.Tensor) -> torch.Tensor:
-        features = self.head_conv(self.stage(self.stem(image)))
-        return self.classifier(torch.flatten(self.pool(features), 1))
+        features = self.pool(self.stage(self.stem(image)))
+        return self.classifier(torch.flatten(features, 1))
 
 
 def build_shufflenet_v2() -> tuple[nn.Module, tuple[torch.Tensor, ...]]:

@@ -17,7 +17,10 @@ class TdsConvBlock(nn.Module):
         self.channels = channels
         self.width = width
         self.conv = nn.Conv2d(
-            channels, channels, kernel_size=(1, kernel_size), padding=(0, kernel_size // 2)
+            channels,
+            channels,
+            kernel_size=(1, kernel_size),
+            padding=(0, kernel_size // 2),
         )
         self.relu = nn.ReLU()
         self.norm = nn.LayerNorm(channels * width)
@@ -45,16 +48,19 @@ class TdsFullyConnectedBlock(nn.Module):
 
 
 class TdsConv1dEncoder(nn.Module):
-    """emg2qwerty-style TDS encoder: projection, two TDS conv+FC pairs, per-step logits."""
+    """emg2qwerty-style TDS encoder: projection, one TDS conv+FC pair, logits."""
 
-    def __init__(self, emg_channels: int = 8, channels: int = 4, width: int = 8,
-                 num_classes: int = 16):
+    def __init__(
+        self,
+        emg_channels: int = 8,
+        channels: int = 4,
+        width: int = 8,
+        num_classes: int = 16,
+    ):
         super().__init__()
         features = channels * width
         self.projection = nn.Conv1d(emg_channels, features, kernel_size=1)
         self.blocks = nn.Sequential(
-            TdsConvBlock(channels, width, kernel_size=5),
-            TdsFullyConnectedBlock(features),
             TdsConvBlock(channels, width, kernel_size=5),
             TdsFullyConnectedBlock(features),
         )

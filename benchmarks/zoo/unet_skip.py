@@ -16,8 +16,11 @@ def double_conv(in_channels: int, out_channels: int) -> nn.Sequential:
 
 
 class UNetSkip(nn.Module):
-    """Segmentation U-Net: two max-pool downsamplings, nearest 2x upsamplings,
-    and skip features concatenated with the upsampled decoder features."""
+    """Segmentation U-Net with two levels.
+
+    Max-pool downsampling, nearest 2x upsampling, and encoder features
+    concatenated onto the upsampled decoder features at each level.
+    """
 
     def __init__(self, in_channels: int = 3, num_classes: int = 2):
         super().__init__()
