@@ -243,16 +243,18 @@ def _key_part(value: Any) -> str:
     return repr(value)
 
 
-def _opaque_key(node: fx.Node) -> str:
+def _opaque_key(node: fx.Node, merge_duplicates: bool) -> str:
     """What makes two nodes the same op: target, non-tensor args, output type.
 
-    Impure ops, placeholders and get_attr nodes are unique by name.
+    Impure ops, placeholders and get_attr nodes are unique by name, and so is
+    every node unless merge_duplicates: then identical pure ops on the same
+    inputs become one term (common-subexpression elimination).
     """
     parts = [node.op, op_name(node.target), _key_part(node.args), _key_part(node.kwargs)]
     val = node.meta.get("val")
     parts.append(_key_part(map_aggregate(val, lambda v: (tuple(v.shape), str(v.dtype)) if isinstance(v, torch.Tensor) else v)))
     parts.append(repr(node.meta.get("output_qparams")))
-    if node.op != "call_function" or node.is_impure():
+    if not merge_duplicates or node.op != "call_function" or node.is_impure():
         parts.append(node.name)
     return "|".join(parts)
 
@@ -264,14 +266,16 @@ def _node_args(node: fx.Node) -> list[fx.Node]:
     return found
 
 
-def read_node(node: fx.Node, index: Callable[[fx.Node], int], keys: dict[str, str]) -> Term:
+def read_node(
+    node: fx.Node, index: Callable[[fx.Node], int], keys: dict[str, str], merge_duplicates: bool = False
+) -> Term:
     """The term for one FX node, via the registry; unknown ops become opaque."""
     name = op_name(node.target)
     if node.op == "call_function" and name in MODELLED_OPS and _tensor_val(node) is not None:
         term = MODELLED_OPS[name](node, index)
         if term is not None:
             return term
-    full_key = _opaque_key(node)
+    full_key = _opaque_key(node, merge_duplicates)
     key = keys.setdefault(full_key, f"{name}#{len(keys)}")
     is_elementwise = node.op == "call_function" and (name in ELEMENTWISE_OPS or _is_per_tensor_rescale(node))
     op = "Elementwise" if is_elementwise and _tensor_val(node) is not None else "Opaque"
@@ -350,12 +354,17 @@ def _loaded_nodes(graph: fx.Graph) -> Iterator[fx.Node]:
     return (n for n in graph.nodes if n.op != "output")
 
 
-def to_egraph(graph_module: fx.GraphModule) -> Loaded:
-    """Read every node of the graph into a fresh e-graph, in bulk."""
+def to_egraph(graph_module: fx.GraphModule, *, merge_duplicates: bool = False) -> Loaded:
+    """Read every node of the graph into a fresh e-graph, in bulk.
+
+    merge_duplicates: let identical pure opaque and elementwise ops share one
+    term. Off by default: Vela fuses a RESCALE into each consumer separately,
+    so merging duplicates can cost cycles (measured +18 % on one U55 model).
+    """
     nodes = list(_loaded_nodes(graph_module.graph))
     index_of = {n: i for i, n in enumerate(nodes)}
     keys: dict[str, str] = {}
-    terms_read = [read_node(n, index_of.__getitem__, keys) for n in nodes]
+    terms_read = [read_node(n, index_of.__getitem__, keys, merge_duplicates) for n in nodes]
     prototypes: dict[str, fx.Node] = {}
     for node, term in zip(nodes, terms_read):
         if term.op in ("Opaque", "Elementwise"):

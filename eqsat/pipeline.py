@@ -44,6 +44,7 @@ class Options:
     expensive (tests use it to exercise the round trip).
     rules: names of the rewrite rulesets to run (None: all; (): none).
     extractor: "greedy", "ilp" or "auto" (eqsat.extract.extract).
+    merge_duplicates: let identical pure ops share one node (see bridge_fx.to_egraph).
     """
 
     iteration_limit: int = 30
@@ -53,6 +54,7 @@ class Options:
     accept: str = "cheaper"
     rules: tuple[str, ...] | None = None
     extractor: str = "auto"
+    merge_duplicates: bool = False
 
     @classmethod
     def from_kwargs(cls, **kwargs) -> Options:
@@ -153,7 +155,7 @@ def optimize(graph_module: fx.GraphModule, target: str = "ethos-u55-128", **opti
     report.cost_unit = model.unit
     try:
         with _phase(report, "load"):
-            loaded = bridge_fx.to_egraph(graph_module)
+            loaded = bridge_fx.to_egraph(graph_module, merge_duplicates=parsed.merge_duplicates)
         report.dialect = loaded.dialect
         report.cost_before = original_cost(loaded, model)
         optimized = _rebuild(loaded, model, parsed, report)

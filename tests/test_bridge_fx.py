@@ -32,8 +32,8 @@ def round_trip(graph_module, union_program: str = ""):
     return loaded, view, bridge_fx.to_fx(loaded, selection, view.class_of_node)
 
 
-def classes_of(graph_module, *names):
-    loaded = bridge_fx.to_egraph(graph_module)
+def classes_of(graph_module, *names, merge_duplicates=False):
+    loaded = bridge_fx.to_egraph(graph_module, merge_duplicates=merge_duplicates)
     view = EGraphView.of(loaded.egraph, len(loaded.nodes))
     by_name = {n.name: i for i, n in enumerate(loaded.nodes)}
     return [view.class_of_node[by_name[name]] for name in names]
@@ -101,14 +101,16 @@ def test_multi_output_op_and_getitem_round_trip():
     assert_bit_identical(gm, rebuilt)
 
 
-def test_identical_pure_opaque_ops_merge_and_placeholders_do_not():
+def test_identical_pure_opaque_ops_merge_on_request_and_placeholders_never():
     g = GraphBuilder()
     x, y = g.input("x", (2, 3)), g.input("y", (2, 3))
-    a, b = g.call(aten.bitwise_not.default, x), g.call(aten.bitwise_not.default, x)
+    a, b = g.call(aten.cumsum.default, x, 0), g.call(aten.cumsum.default, x, 0)
     gm = g.output(a, b, y)
-    class_a, class_b, class_x, class_y = classes_of(gm, a.name, b.name, x.name, y.name)
+    class_a, class_b, class_x, class_y = classes_of(gm, a.name, b.name, x.name, y.name, merge_duplicates=True)
     assert class_a == class_b
     assert class_x != class_y
+    class_a, class_b = classes_of(gm, a.name, b.name)
+    assert class_a != class_b
 
 
 def test_opaque_ops_with_different_arguments_do_not_merge():
@@ -116,7 +118,7 @@ def test_opaque_ops_with_different_arguments_do_not_merge():
     x = g.input("x", (2, 3))
     a, b = g.call(aten.clamp.default, x, -1, 5), g.call(aten.clamp.default, x, -1, 6)
     gm = g.output(a, b)
-    class_a, class_b = classes_of(gm, a.name, b.name)
+    class_a, class_b = classes_of(gm, a.name, b.name, merge_duplicates=True)
     assert class_a != class_b
 
 

@@ -48,12 +48,22 @@ def test_accept_always_writes_back_an_equivalent_graph():
     assert_bit_identical(gm, result)
 
 
-def test_duplicate_subgraphs_merge_and_cost_less():
+def duplicate_subgraphs():
     g = GraphBuilder()
     x = g.input("x", (4, 8))
     first, second = g.call(aten.bitwise_not.default, x), g.call(aten.bitwise_not.default, x)
-    gm = g.output(g.call(aten.add.Tensor, first, second))
-    result, report = eqsat.optimize(gm)
+    return g.output(g.call(aten.add.Tensor, first, second))
+
+
+def test_duplicate_subgraphs_stay_apart_by_default():
+    result, report = eqsat.optimize(duplicate_subgraphs())
+    assert not report.changed
+    assert result is not None and report.ops_after["aten.bitwise_not.default"] == 2
+
+
+def test_duplicate_subgraphs_merge_on_request_and_cost_less():
+    gm = duplicate_subgraphs()
+    result, report = eqsat.optimize(gm, merge_duplicates=True)
     assert report.changed and report.cost_after < report.cost_before
     assert report.ops_after["aten.bitwise_not.default"] == 1
     assert_bit_identical(gm, result)
