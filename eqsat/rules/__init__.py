@@ -13,13 +13,16 @@ from dataclasses import dataclass, field
 
 from egglog import EGraph, Ruleset
 
-from eqsat.rules import analysis, transpose
+from eqsat.rules import analysis, concat_slice, reshape, slice_pushdown, transpose
 
 ANALYSIS: Ruleset = analysis.analysis
 """Shape and dtype facts for terms the rewrites create."""
 
 RULESETS: dict[str, Ruleset] = {
     "transpose": transpose.transpose,
+    "concat-slice": concat_slice.concat_slice,
+    "reshape": reshape.reshape,
+    "slice-pushdown": slice_pushdown.slice_pushdown,
 }
 """The rewrite rulesets by name, one per algebra, in the order they run."""
 

@@ -68,3 +68,17 @@ def adjacent_along(axis: i64, start_a: Vec[i64], size_a: Vec[i64], start_b: Vec[
         eq(start_b).to(start_a.set(axis, start_a[axis] + size_a[axis])),
         eq(size_b.set(axis, size_a[axis])).to(size_a),
     ]
+
+
+def ends_after(end: i64, offset: i64, extent: i64) -> list[Fact]:
+    """A box ending at end reaches past the input [offset, offset + extent) of a concat."""
+    return [offset + extent < end]
+
+
+def two_operands(operands: Vec[Tensor], left: Tensor, right: Tensor) -> list[Fact]:
+    """operands == [left, right], bound through the `element` handles (a join, not a vec-get filter)."""
+    return [
+        eq(operands.length()).to(i64(2)),
+        eq(left).to(Tensor.element(operands, i64(0))),
+        eq(right).to(Tensor.element(operands, i64(1))),
+    ]

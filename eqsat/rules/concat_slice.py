@@ -1,0 +1,183 @@
+"""Concat/slice algebra: slices of concats, concats of slices, and their identities.
+
+A slice that reads only some inputs of a concat does not need the others; a
+concat of adjacent slices of one tensor is one slice, and a slice that covers
+its whole input is the input. Together they show a concat whose consumers
+only read one input is dead (DESIGN §1), and fold split-then-concat patterns.
+
+CONCAT and SLICE are pure data movement: when the inputs of a TOSA CONCAT
+have different quantization, the lowering puts RESCALEs before it, so no law
+here depends on or changes quantization (terms carry none).
+
+Queries cannot iterate over a Vec (DESIGN §3). The inputs of a concat are
+enumerated through the analysis `concat_offset(parts, axis, i)` (where input
+i starts along axis) and reached through their `element` handles, so most laws
+are one rule for every arity. (Elements are joined on a bound index only: a
+query that looks up `element(parts, index + k)` for several k makes egglog
+join every element of every lookup first, exponential in k; so a slice that
+spans several inputs is split off one input at a time.) The laws that rebuild
+a concat's input list are generated per position, and slice-slice per rank;
+those variants are named `<law>-at<k>` and `<law>-rank<r>`.
+
+Not covered: flattening into a concat of more than MAX_CONCAT_ARITY inputs,
+and adjacent slices past the first MAX_CONCAT_ARITY inputs of a concat (the
+per-position rules stop there). Strided slices are not Slice terms.
+"""
+
+from __future__ import annotations
+
+from egglog import Fact, Vec, eq, i64, ruleset, var
+
+from eqsat.rules._law import law
+from eqsat.rules.analysis import concat_offset
+from eqsat.rules.guards import (
+    MAX_CONCAT_ARITY,
+    MAX_RANK,
+    adjacent_along,
+    ends_after,
+    is_zeros,
+    selects_whole_input,
+    single_operand,
+    starts_inside,
+    within_one_input,
+)
+from eqsat.terms import Tensor, shape
+
+x, part = var("x", Tensor), var("part", Tensor)
+parts, inner = var("parts", Vec[Tensor]), var("inner", Vec[Tensor])
+axis, index = var("axis", i64), var("index", i64)
+offset, extent, begin, length = (var(n, i64) for n in ("offset", "extent", "begin", "length"))
+start, size = var("start", Vec[i64]), var("size", Vec[i64])
+
+concat_slice = ruleset(name="concat-slice")
+
+
+def input_of_concat(parts: Vec[Tensor], axis: i64, index: i64, part: Tensor, offset: i64) -> list[Fact]:
+    """part == parts[index], starting at offset along axis (enumerates index over the concat's inputs)."""
+    return [eq(offset).to(concat_offset(parts, axis, index)), eq(part).to(Tensor.element(parts, index))]
+
+
+def leading_inputs(parts: Vec[Tensor], count: int) -> tuple[list[Tensor], list[Fact]]:
+    """parts[0..count-1], bound by index, and the facts that bind them."""
+    bound = [var(f"lead{k}", Tensor) for k in range(count)]
+    return bound, [eq(p).to(Tensor.element(parts, i64(k))) for k, p in enumerate(bound)]
+
+
+def without_leading(parts: Vec[Tensor], count: int) -> Vec[Tensor]:
+    """parts[count..] (fails, so does not match, when parts is shorter)."""
+    for _ in range(count):
+        parts = parts.remove(i64(0))
+    return parts
+
+
+@concat_slice.register
+def _identities():
+    # concat([x], axis) == x
+    yield law("concat-single", Tensor.concat(parts, axis), x, *single_operand(parts, x))
+    # slice(x, [0, ..., 0], shape(x)) == x
+    yield law("slice-full", x.slice(start, size), x, eq(size).to(shape(x)), *is_zeros(start))
+
+
+@concat_slice.register
+def _slice_of_slice():
+    outer_start, outer_size = var("outer_start", Vec[i64]), var("outer_size", Vec[i64])
+    for rank in range(1, MAX_RANK + 1):
+        sums = [var(f"begin{d}", i64) for d in range(rank)]
+        # slice(slice(x, s1, z1), s2, z2) == slice(x, s1 + s2, z2)
+        yield law(
+            f"slice-slice-rank{rank}",
+            x.slice(start, size).slice(outer_start, outer_size),
+            x.slice(Vec(*sums), outer_size),
+            eq(start.length()).to(i64(rank)),
+            eq(outer_start.length()).to(i64(rank)),
+            *[eq(total).to(start[d] + outer_start[d]) for d, total in enumerate(sums)],
+        )
+
+
+@concat_slice.register
+def _slice_of_concat():
+    # slice(concat([a0..ak], axis), box) == ai  when box is exactly ai's place in the concat
+    yield law(
+        "slice-of-concat-exact",
+        Tensor.concat(parts, axis).slice(start, size),
+        part,
+        *input_of_concat(parts, axis, index, part, offset),
+        *selects_whole_input(start, size, axis, offset, shape(part)),
+    )
+    # slice(concat([a0..ak], axis), start, size) == slice(ai, start - offset_i on axis, size)  when the box is inside ai
+    inner_start = var("inner_start", Vec[i64])
+    yield law(
+        "slice-of-concat-inside",
+        Tensor.concat(parts, axis).slice(start, size),
+        part.slice(inner_start, size),
+        *input_of_concat(parts, axis, index, part, offset),
+        eq(extent).to(shape(part)[axis]),
+        eq(begin).to(start[axis]),
+        eq(length).to(size[axis]),
+        *within_one_input(begin, length, offset, extent),
+        eq(inner_start).to(start.set(axis, begin - offset)),
+    )
+
+
+@concat_slice.register
+def _slice_of_concat_spanning():
+    joined, end, boundary = var("joined", Tensor), var("end", i64), var("boundary", i64)
+    first_start, first_size, rest_start, rest_size = (var(n, Vec[i64]) for n in ("first_start", "first_size", "rest_start", "rest_size"))
+    # slice(concat([..ai..], axis), box) == concat([slice(ai, box ∩ ai), slice(concat([..ai..], axis), box after ai)], axis)
+    #   when the box starts in ai and ends after it. The rest is again inside one input or spanning, and
+    #   concat-flatten makes the nested concats one concat of the clipped pieces.
+    yield law(
+        "slice-of-concat-spanning",
+        joined.slice(start, size),
+        Tensor.concat(Vec(part.slice(first_start, first_size), joined.slice(rest_start, rest_size)), axis),
+        eq(joined).to(Tensor.concat(parts, axis)),
+        *input_of_concat(parts, axis, index, part, offset),
+        eq(extent).to(shape(part)[axis]),
+        eq(begin).to(start[axis]),
+        eq(end).to(begin + size[axis]),
+        *starts_inside(begin, offset, extent),
+        *ends_after(end, offset, extent),
+        eq(boundary).to(offset + extent),
+        eq(first_start).to(start.set(axis, begin - offset)),
+        eq(first_size).to(size.set(axis, boundary - begin)),
+        eq(rest_start).to(start.set(axis, boundary)),
+        eq(rest_size).to(size.set(axis, end - boundary)),
+    )
+
+
+@concat_slice.register
+def _concat_of_slices():
+    start_b, size_b, merged_size = var("start_b", Vec[i64]), var("size_b", Vec[i64]), var("merged_size", Vec[i64])
+    rest = var("rest", Vec[Tensor])
+    for k in range(MAX_CONCAT_ARITY - 1):
+        leading, binds = leading_inputs(parts, k)
+        # concat([.., slice(x, sa, za), slice(x, sb, zb), ..], axis) == concat([.., slice(x, sa, za + zb on axis), ..], axis)  when b follows a along axis
+        yield law(
+            f"concat-of-adjacent-slices-at{k}",
+            Tensor.concat(parts, axis),
+            Tensor.concat(Vec(*leading, x.slice(start, merged_size)).append(rest), axis),
+            *binds,
+            eq(Tensor.element(parts, i64(k))).to(x.slice(start, size)),
+            eq(Tensor.element(parts, i64(k + 1))).to(x.slice(start_b, size_b)),
+            *adjacent_along(axis, start, size, start_b, size_b),
+            eq(merged_size).to(size.set(axis, size[axis] + size_b[axis])),
+            eq(rest).to(without_leading(parts, k + 2)),
+        )
+
+
+@concat_slice.register
+def _concat_flatten():
+    rest = var("rest", Vec[Tensor])
+    for k in range(MAX_CONCAT_ARITY):
+        leading, binds = leading_inputs(parts, k)
+        head = Vec(*leading) if leading else Vec[Tensor].empty()
+        # concat([.., concat([b0..bm], axis), ..], axis) == concat([.., b0..bm, ..], axis)
+        yield law(
+            f"concat-flatten-at{k}",
+            Tensor.concat(parts, axis),
+            Tensor.concat(head.append(inner, rest), axis),
+            *binds,
+            eq(Tensor.element(parts, i64(k))).to(Tensor.concat(inner, axis)),
+            eq(rest).to(without_leading(parts, k + 1)),
+            parts.length() + inner.length() <= i64(MAX_CONCAT_ARITY + 1),
+        )

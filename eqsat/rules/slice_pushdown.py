@@ -1,0 +1,118 @@
+"""Slice pushdown: move a SLICE towards the inputs, through elementwise ops, transposes and reshapes.
+
+Motivation: a slice that reaches a concat can select a single input and make
+the others dead (DESIGN §1: CONCAT -> RESHAPE -> TRANSPOSE -> SLICE). Each law
+moves a slice one op closer to the inputs, and never back, so saturation
+terminates; the ops it moves past then compute only the sliced elements.
+
+Not covered: a reshape whose box is a partial row of the input's leading
+merged dim, or a slice that cuts more than one dim of a reshape's output;
+binary ops that broadcast.
+"""
+
+from __future__ import annotations
+
+from egglog import Fact, String, Vec, eq, i64, ruleset, var
+
+from eqsat.rules._law import law
+from eqsat.rules.analysis import prefix_product
+from eqsat.rules.guards import MAX_RANK, single_operand, two_operands, zeros_like
+from eqsat.terms import Tensor, shape
+
+x, a, b = var("x", Tensor), var("a", Tensor), var("b", Tensor)
+start, size, p, s = (var(n, Vec[i64]) for n in ("start", "size", "p", "s"))
+key = var("key", String)
+operands = var("operands", Vec[Tensor])
+
+slice_pushdown = ruleset(name="slice-pushdown")
+
+
+def inverse_permuted(box: Vec[i64], perm: Vec[i64], rank: int) -> Vec[i64]:
+    """box' with box'[perm[i]] = box[i]: a box of transpose(x, perm) as a box of x.
+
+    Written as one set per output dim, starting from box itself; since perm is
+    a permutation every entry is overwritten. An expression for queries.
+    """
+    result = box
+    for i in range(rank):
+        result = result.set(perm[i], box[i])
+    return result
+
+
+def cuts_only_dim(box_start: Vec[i64], box_size: Vec[i64], full: Vec[i64], dim: i64) -> list[Fact]:
+    """The box (box_start, box_size) of a tensor of shape full is the whole tensor except along dim."""
+    return [eq(box_start).to(zeros_like(full).set(dim, box_start[dim])), eq(box_size).to(full.set(dim, box_size[dim]))]
+
+
+@slice_pushdown.register
+def _slice_through_elementwise():
+    # slice(f(x), start, size) == f(slice(x, start, size))  for a unary elementwise f
+    yield law(
+        "slice-through-unary",
+        Tensor.elementwise(key, operands).slice(start, size),
+        Tensor.elementwise(key, Vec(x.slice(start, size))),
+        *single_operand(operands, x),
+    )
+    # slice(f(a, b), box) == f(slice(a, box), slice(b, box))  when shape(a) == shape(b) (no broadcast)
+    yield law(
+        "slice-through-binary",
+        Tensor.elementwise(key, operands).slice(start, size),
+        Tensor.elementwise(key, Vec(a.slice(start, size), b.slice(start, size))),
+        *two_operands(operands, a, b),
+        eq(shape(a)).to(shape(b)),
+    )
+
+
+@slice_pushdown.register
+def _slice_through_transpose():
+    source_start, source_size = var("source_start", Vec[i64]), var("source_size", Vec[i64])
+    for rank in range(1, MAX_RANK + 1):
+        # slice(transpose(x, p), start, size) == transpose(slice(x, start', size'), p)
+        #   where start'[p[i]] = start[i] and size'[p[i]] = size[i]
+        yield law(
+            f"slice-through-transpose-{rank}",
+            x.transpose(p).slice(start, size),
+            x.slice(source_start, source_size).transpose(p),
+            eq(p.length()).to(i64(rank)),
+            eq(start.length()).to(i64(rank)),
+            eq(size.length()).to(i64(rank)),
+            eq(source_start).to(inverse_permuted(start, p, rank)),
+            eq(source_size).to(inverse_permuted(size, p, rank)),
+        )
+
+
+@slice_pushdown.register
+def _slice_through_reshape():
+    dims, source_start, source_size = (var(n, Vec[i64]) for n in ("dims", "source_start", "source_size"))
+    k, l, outer, total, inner, source_inner, begin, extent = (
+        var(n, i64) for n in ("k", "l", "outer", "total", "inner", "source_inner", "begin", "extent")
+    )
+    # slice(reshape(x, s), start, size) == reshape(slice(x, start', size'), size)
+    #   when the box cuts only dim k of s, and dim l of x = shape(x) lines up with it: the dims before
+    #   them hold the same number of elements, outer = prod(s[:k]) == prod(x[:l]), and the cut, in
+    #   elements, begin = start[k] * prod(s[k+1:]) and extent = size[k] * prod(s[k+1:]), falls on whole
+    #   rows of x's dim l: both are multiples of source_inner = prod(x[l+1:]). Then for each of the
+    #   outer blocks both boxes select the same contiguous run of elements, in the same order, and
+    #   start' = [0..] with start'[l] = begin / source_inner, size' = x with size'[l] = extent / source_inner.
+    #   This covers reshapes that insert or remove size-1 dims and cuts of whole rows of merged dims.
+    yield law(
+        "slice-through-reshape",
+        x.reshape(s).slice(start, size),
+        x.slice(source_start, source_size).reshape(size),
+        eq(dims).to(shape(x)),
+        eq(outer).to(prefix_product(s, k)),
+        k < s.length(),
+        *cuts_only_dim(start, size, s, k),
+        eq(total).to(prefix_product(s, s.length())),
+        eq(total).to(prefix_product(dims, dims.length())),
+        eq(outer).to(prefix_product(dims, l)),
+        l < dims.length(),
+        eq(inner).to(total / prefix_product(s, k + 1)),
+        eq(source_inner).to(total / prefix_product(dims, l + 1)),
+        eq(begin).to(start[k] * inner),
+        eq(extent).to(size[k] * inner),
+        eq(begin % source_inner).to(i64(0)),
+        eq(extent % source_inner).to(i64(0)),
+        eq(source_start).to(zeros_like(dims).set(l, begin / source_inner)),
+        eq(source_size).to(dims.set(l, extent / source_inner)),
+    )

@@ -1,0 +1,415 @@
+"""eqsat.rules.concat_slice: one test per law that it fires, one where its guard fails, and soundness.
+
+Laws generated per rank or position are named `<law>-rank<r>` and
+`<law>-at<k>`; `fired_any` sums a law over its variants.
+Concat inputs carry different quantization parameters in the fires tests:
+CONCAT and SLICE are pure data movement, and the laws must neither look at
+nor change qparams.
+"""
+
+from __future__ import annotations
+
+import re
+
+import torch
+from executorch.backends.arm._passes.quant_args import QuantArgs
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from eqsat.bridge_fx import Term
+from eqsat.rules.concat_slice import concat_slice
+from tests.graphs import GraphBuilder
+from tests.rules.harness import Saturated
+
+aten = torch.ops.aten
+cat, slice_copy = aten.cat.default, aten.slice_copy.Tensor
+
+
+def fired_any(s: Saturated, law: str) -> int:
+    """Matches of law, summed over its generated variants."""
+    return sum(n for name, n in s.result.rule_matches.items() if re.fullmatch(rf"{law}(-(rank|at)\d+)?", name))
+
+
+def quantized(node, scale: float, zero_point: int):
+    """Give node int8 quantization parameters, as the Arm pipeline's meta does."""
+    node.meta["output_qparams"] = {0: QuantArgs(scale, zero_point, -128, 127, torch.int8)}
+    return node
+
+
+def three_inputs(g: GraphBuilder, extents=(3, 4, 5)):
+    """Inputs a, b, c of shape (2, extent), each with its own quantization."""
+    return [quantized(g.input(name, (2, e)), 0.1 * (i + 1), i - 1) for i, (name, e) in enumerate(zip("abc", extents))]
+
+
+def qparams_of(*nodes):
+    return [node.meta.get("output_qparams") for node in nodes]
+
+
+# ---------------------------------------------------------------- concat-single
+
+
+def test_concat_single_fires():
+    g = GraphBuilder()
+    x = quantized(g.input("x", (2, 3)), 0.5, 3)
+    y = g.call(cat, [x], 1)
+    s = Saturated(g.output(y), concat_slice)
+    assert s.fired("concat-single") >= 1
+    assert s.class_of(y) == s.class_of(x)
+
+
+def test_concat_single_does_not_fire_on_two_inputs():
+    g = GraphBuilder()
+    x = g.input("x", (2, 3))
+    y = g.call(cat, [x, x], 1)
+    s = Saturated(g.output(y), concat_slice)
+    assert s.fired("concat-single") == 0
+    assert s.class_of(y) != s.class_of(x)
+
+
+# ---------------------------------------------------------------- slice-full
+
+
+def test_slice_full_fires():
+    g = GraphBuilder()
+    x = g.input("x", (2, 3))
+    y = g.call(slice_copy, x, 1, 0, 3)
+    s = Saturated(g.output(y), concat_slice)
+    assert s.fired("slice-full") >= 1
+    assert s.class_of(y) == s.class_of(x)
+
+
+def test_slice_full_does_not_fire_on_a_slice_not_starting_at_0():
+    g = GraphBuilder()
+    x = g.input("x", (2, 4))
+    y = g.call(slice_copy, x, 1, 1, 4)
+    s = Saturated(g.output(y), concat_slice)
+    assert s.fired("slice-full") == 0
+    assert s.class_of(y) != s.class_of(x)
+
+
+def test_slice_full_does_not_fire_on_a_slice_shorter_than_its_input():
+    g = GraphBuilder()
+    x = g.input("x", (2, 4))
+    y = g.call(slice_copy, x, 1, 0, 3)
+    s = Saturated(g.output(y), concat_slice)
+    assert s.fired("slice-full") == 0
+
+
+# ---------------------------------------------------------------- slice-slice
+
+
+def test_slice_slice_fires_and_adds_the_starts():
+    g = GraphBuilder()
+    x = g.input("x", (4, 6))
+    y = g.call(slice_copy, g.call(slice_copy, g.call(slice_copy, x, 1, 1, 6), 1, 2, 4), 0, 1, 3)
+    s = Saturated(g.output(y), concat_slice)
+    assert s.fired("slice-slice-rank2") >= 1
+    assert Term("Slice", (s.class_of(x),), ((1, 3), (2, 2))) in s.terms_of(y)
+
+
+def test_slice_slice_does_not_fire_on_a_single_slice():
+    g = GraphBuilder()
+    x = g.input("x", (4, 6))
+    s = Saturated(g.output(g.call(slice_copy, x, 1, 1, 5)), concat_slice)
+    assert fired_any(s, "slice-slice") == 0
+
+
+# ---------------------------------------------------------------- slice-of-concat-exact
+
+
+def test_slice_of_concat_exact_fires():
+    g = GraphBuilder()
+    a, b, c = three_inputs(g)
+    before = qparams_of(a, b, c)
+    y = g.call(slice_copy, g.call(cat, [a, b, c], 1), 1, 3, 7)
+    s = Saturated(g.output(y), concat_slice)
+    assert s.fired("slice-of-concat-exact") >= 1
+    assert s.class_of(y) == s.class_of(b)
+    assert qparams_of(a, b, c) == before
+
+
+def test_slice_of_concat_exact_does_not_fire_on_a_slice_crossing_an_input_boundary():
+    g = GraphBuilder()
+    a, b, c = three_inputs(g)
+    y = g.call(slice_copy, g.call(cat, [a, b, c], 1), 1, 3, 8)
+    s = Saturated(g.output(y), concat_slice)
+    assert s.fired("slice-of-concat-exact") == 0
+    assert s.class_of(y) not in {s.class_of(a), s.class_of(b), s.class_of(c)}
+
+
+def test_slice_of_concat_exact_does_not_select_an_input_when_the_box_cuts_another_dim():
+    g = GraphBuilder()
+    a, b, c = three_inputs(g)
+    y = g.call(slice_copy, g.call(slice_copy, g.call(cat, [a, b, c], 1), 0, 0, 1), 1, 3, 7)
+    s = Saturated(g.output(y), concat_slice)
+    assert s.fired("slice-slice-rank2") >= 1
+    assert s.class_of(y) != s.class_of(b)
+    assert Term("Slice", (s.class_of(b),), ((0, 0), (1, 4))) in s.terms_of(y)
+
+
+# ---------------------------------------------------------------- slice-of-concat-inside
+
+
+def test_slice_of_concat_inside_fires_and_shifts_the_start():
+    g = GraphBuilder()
+    a, b, c = three_inputs(g)
+    before = qparams_of(a, b, c)
+    y = g.call(slice_copy, g.call(slice_copy, g.call(cat, [a, b, c], 1), 1, 8, 11), 0, 1, 2)
+    s = Saturated(g.output(y), concat_slice)
+    assert s.fired("slice-of-concat-inside") >= 1
+    assert Term("Slice", (s.class_of(c),), ((1, 1), (1, 3))) in s.terms_of(y)
+    assert qparams_of(a, b, c) == before
+
+
+def slices_of_one_input(s: Saturated, node, inputs) -> list[Term]:
+    """The terms of node's class that slice a single one of inputs."""
+    classes = {s.class_of(x) for x in inputs}
+    return [term for term in s.terms_of(node) if term.op == "Slice" and term.args[0] in classes]
+
+
+# A slice that crosses a boundary is split by slice-of-concat-spanning, and the
+# inside law then fires on the pieces; the guard is checked on the slice itself.
+def test_slice_of_concat_inside_does_not_fire_on_a_slice_crossing_an_input_boundary():
+    g = GraphBuilder()
+    a, b = g.input("a", (2, 3)), g.input("b", (2, 4))
+    y = g.call(slice_copy, g.call(cat, [a, b], 1), 1, 2, 4)
+    s = Saturated(g.output(y), concat_slice)
+    assert s.fired("slice-of-concat-inside") == 1  # on the piece in b, not on y
+    assert slices_of_one_input(s, y, (a, b)) == []
+
+
+def test_slice_of_concat_inside_does_not_fire_across_the_concat_axis():
+    g = GraphBuilder()
+    a, b, c = three_inputs(g)
+    y = g.call(slice_copy, g.call(cat, [a, b, c], 1), 0, 0, 1)
+    s = Saturated(g.output(y), concat_slice)
+    assert slices_of_one_input(s, y, (a, b, c)) == []
+
+
+# ---------------------------------------------------------------- slice-of-concat-spanning
+
+
+def flat_concats(s: Saturated, node, arity: int) -> list[Term]:
+    return [term for term in s.terms_of(node) if term.op == "Concat" and len(term.args) == arity]
+
+
+def test_slice_of_concat_spanning_fires_and_clips_each_piece():
+    g = GraphBuilder()
+    a, b, c = three_inputs(g)
+    before = qparams_of(a, b, c)
+    y = g.call(slice_copy, g.call(slice_copy, g.call(cat, [a, b, c], 1), 1, 1, 9), 0, 1, 2)
+    s = Saturated(g.output(y), concat_slice)
+    assert s.fired("slice-of-concat-spanning") >= 2 and fired_any(s, "concat-flatten") >= 1
+    [flat] = flat_concats(s, y, 3)
+    expected = [
+        Term("Slice", (s.class_of(a),), ((1, 1), (1, 2))),
+        Term("Slice", (s.class_of(b),), ((1, 0), (1, 4))),
+        Term("Slice", (s.class_of(c),), ((1, 0), (1, 2))),
+    ]
+    assert flat.attrs == (1,)
+    assert all(term in s.view.candidates[piece] for term, piece in zip(expected, flat.args))
+    assert qparams_of(a, b, c) == before
+
+
+def test_slice_of_concat_spanning_reads_whole_inner_inputs():
+    g = GraphBuilder()
+    inputs = [g.input(f"x{i}", (2, 1)) for i in range(12)]
+    y = g.call(slice_copy, g.call(cat, inputs, 1), 1, 2, 11)
+    s = Saturated(g.output(y), concat_slice)
+    assert s.fired("slice-of-concat-spanning") >= 8
+    assert Term("Concat", tuple(s.class_of(x) for x in inputs[2:11]), (1,)) in s.terms_of(y)
+
+
+def test_slice_of_concat_spanning_does_not_fire_inside_one_input():
+    g = GraphBuilder()
+    a, b, c = three_inputs(g)
+    y = g.call(slice_copy, g.call(cat, [a, b, c], 1), 1, 3, 6)
+    s = Saturated(g.output(y), concat_slice)
+    assert s.fired("slice-of-concat-spanning") == 0
+
+
+def test_slice_of_concat_spanning_does_not_fire_on_a_slice_of_another_op():
+    g = GraphBuilder()
+    x = g.input("x", (2, 6))
+    y = g.call(slice_copy, g.call(aten.neg.default, x), 1, 1, 5)
+    s = Saturated(g.output(y), concat_slice)
+    assert s.fired("slice-of-concat-spanning") == 0
+
+
+# ---------------------------------------------------------------- concat-of-adjacent-slices
+
+
+def test_concat_of_adjacent_slices_fires_and_covers_the_input():
+    g = GraphBuilder()
+    x = quantized(g.input("x", (2, 6)), 0.25, -3)
+    pieces = [g.call(slice_copy, x, 1, lo, hi) for lo, hi in ((0, 1), (1, 4), (4, 6))]
+    y = g.call(cat, pieces, 1)
+    s = Saturated(g.output(y), concat_slice)
+    assert s.fired("concat-of-adjacent-slices-at0") >= 1 and s.fired("concat-of-adjacent-slices-at1") >= 1
+    assert s.class_of(y) == s.class_of(x)
+    assert qparams_of(x) == [{0: QuantArgs(0.25, -3, -128, 127, torch.int8)}]
+
+
+def test_concat_of_adjacent_slices_merges_one_pair():
+    g = GraphBuilder()
+    x, w = g.input("x", (2, 6)), g.input("w", (2, 2))
+    left, right = g.call(slice_copy, x, 1, 1, 3), g.call(slice_copy, x, 1, 3, 4)
+    y = g.call(cat, [w, left, right], 1)
+    s = Saturated(g.output(y), concat_slice)
+    assert s.fired("concat-of-adjacent-slices-at1") >= 1
+    merged = next(term for term in s.terms_of(y) if term.op == "Concat" and len(term.args) == 2)
+    assert merged.args[0] == s.class_of(w)
+    assert Term("Slice", (s.class_of(x),), ((0, 1), (2, 3))) in s.view.candidates[merged.args[1]]
+
+
+def test_concat_of_adjacent_slices_does_not_fire_on_a_gap():
+    g = GraphBuilder()
+    x = g.input("x", (2, 6))
+    y = g.call(cat, [g.call(slice_copy, x, 1, 0, 2), g.call(slice_copy, x, 1, 3, 6)], 1)
+    s = Saturated(g.output(y), concat_slice)
+    assert fired_any(s, "concat-of-adjacent-slices") == 0
+
+
+def test_concat_of_adjacent_slices_does_not_fire_out_of_order():
+    g = GraphBuilder()
+    x = g.input("x", (2, 6))
+    y = g.call(cat, [g.call(slice_copy, x, 1, 3, 6), g.call(slice_copy, x, 1, 0, 3)], 1)
+    s = Saturated(g.output(y), concat_slice)
+    assert fired_any(s, "concat-of-adjacent-slices") == 0
+    assert s.class_of(y) != s.class_of(x)
+
+
+def test_concat_of_adjacent_slices_does_not_fire_across_another_axis():
+    g = GraphBuilder()
+    x = g.input("x", (2, 6))
+    y = g.call(cat, [g.call(slice_copy, x, 1, 0, 3), g.call(slice_copy, x, 1, 3, 6)], 0)
+    s = Saturated(g.output(y), concat_slice)
+    assert fired_any(s, "concat-of-adjacent-slices") == 0
+
+
+def test_concat_of_adjacent_slices_does_not_fire_on_slices_of_different_tensors():
+    g = GraphBuilder()
+    x, z = g.input("x", (2, 6)), g.input("z", (2, 6))
+    y = g.call(cat, [g.call(slice_copy, x, 1, 0, 3), g.call(slice_copy, z, 1, 3, 6)], 1)
+    s = Saturated(g.output(y), concat_slice)
+    assert fired_any(s, "concat-of-adjacent-slices") == 0
+
+
+# ---------------------------------------------------------------- concat-flatten
+
+
+def test_concat_flatten_fires():
+    g = GraphBuilder()
+    a, b, c = three_inputs(g)
+    before = qparams_of(a, b, c)
+    y = g.call(cat, [a, g.call(cat, [b, c], 1), a], 1)
+    s = Saturated(g.output(y), concat_slice)
+    assert s.fired("concat-flatten-at1") >= 1
+    classes = tuple(s.class_of(n) for n in (a, b, c, a))
+    assert Term("Concat", classes, (1,)) in s.terms_of(y)
+    assert qparams_of(a, b, c) == before
+
+
+def test_concat_flatten_does_not_fire_on_a_different_axis():
+    g = GraphBuilder()
+    a, b = g.input("a", (2, 3)), g.input("b", (2, 3))
+    y = g.call(cat, [g.input("w", (4, 1)), g.call(cat, [a, b], 0)], 1)
+    s = Saturated(g.output(y), concat_slice)
+    assert fired_any(s, "concat-flatten") == 0
+
+
+# ---------------------------------------------------------------- quantization
+
+
+def test_laws_do_not_see_quantization():
+    def build(with_qparams: bool):
+        g = GraphBuilder()
+        a, b, c = (three_inputs(g) if with_qparams else [g.input(n, (2, e)) for n, e in zip("abc", (3, 4, 5))])
+        joined = g.call(cat, [a, g.call(cat, [b, c], 1)], 1)
+        if with_qparams:
+            quantized(joined, 0.3, 0)
+        outs = [g.call(slice_copy, joined, 1, lo, hi) for lo, hi in ((3, 7), (4, 6), (1, 9))]
+        return Saturated(g.output(*outs), concat_slice)
+
+    plain, quant = build(False), build(True)
+    assert plain.result.rule_matches == quant.result.rule_matches
+    assert plain.view.enode_count == quant.view.enode_count
+
+
+# ---------------------------------------------------------------- soundness
+
+
+def box_slices(g: GraphBuilder, value, shape, draw):
+    """A random non-empty box of value, as one slice_copy per cut dim (some dims cut twice)."""
+    shape = list(shape)
+    for dim in draw(st.lists(st.integers(0, len(shape) - 1), min_size=1, max_size=3)):
+        lo = draw(st.integers(0, shape[dim] - 1))
+        hi = draw(st.integers(lo + 1, shape[dim]))
+        value = g.call(slice_copy, value, dim, lo, hi)
+        shape[dim] = hi - lo
+    return value, tuple(shape)
+
+
+@st.composite
+def slices_of_concats(draw):
+    """concat of random inputs along a random axis, then random boxes of it (slice-of-concat laws)."""
+    rank = draw(st.integers(1, 4))
+    shape = draw(st.lists(st.integers(1, 3), min_size=rank, max_size=rank))
+    axis = draw(st.integers(0, rank - 1))
+    g = GraphBuilder()
+    inputs = []
+    for i in range(draw(st.integers(1, 4))):
+        shape[axis] = draw(st.integers(1, 4))
+        inputs.append(g.input(f"x{i}", tuple(shape)))
+    joined = g.call(cat, inputs, axis)
+    joined_shape = tuple(joined.meta["val"].shape)
+    outputs = [box_slices(g, joined, joined_shape, draw)[0] for _ in range(draw(st.integers(1, 2)))]
+    return g.output(*outputs)
+
+
+@st.composite
+def concat_slice_chains(draw):
+    """Chains of splits, concats (nested, reordered, with other inputs) and boxes, with random ranks and shapes."""
+    rank = draw(st.integers(1, 4))
+    g = GraphBuilder()
+    pool = [(g.input("x", tuple(draw(st.lists(st.integers(1, 4), min_size=rank, max_size=rank)))), None)]
+    pool = [(node, tuple(node.meta["val"].shape)) for node, _ in pool]
+    for step in range(draw(st.integers(1, 4))):
+        value, shape = draw(st.sampled_from(pool))
+        axis = draw(st.integers(0, rank - 1))
+        kind = draw(st.sampled_from(["split", "concat", "box"]))
+        if kind == "split":
+            cuts = sorted(set(draw(st.lists(st.integers(1, max(1, shape[axis] - 1)), max_size=3))) - {shape[axis]})
+            bounds = [0, *cuts, shape[axis]]
+            pieces = [g.call(slice_copy, value, axis, lo, hi) for lo, hi in zip(bounds, bounds[1:])]
+            if draw(st.booleans()):
+                pieces = draw(st.permutations(pieces))
+            if len(pieces) > 1 and draw(st.booleans()):
+                pieces.pop(draw(st.integers(0, len(pieces) - 1)))
+            result = g.call(cat, pieces, axis)
+        elif kind == "concat":
+            parts = [value]
+            for i in range(draw(st.integers(0, 3))):
+                candidates = [node for node, other in pool if other[:axis] + other[axis + 1 :] == shape[:axis] + shape[axis + 1 :]]
+                if draw(st.booleans()):
+                    extent = draw(st.integers(1, 3))
+                    candidates.append(g.input(f"in{step}_{i}", shape[:axis] + (extent,) + shape[axis + 1 :]))
+                parts.insert(draw(st.integers(0, len(parts))), draw(st.sampled_from(candidates)))
+            result = g.call(cat, parts, axis)
+        else:
+            result, _ = box_slices(g, value, shape, draw)
+        pool.append((result, tuple(result.meta["val"].shape)))
+    outputs = [pool[-1][0]] + [node for node, _ in pool[1:-1] if draw(st.booleans())]
+    return g.output(*outputs)
+
+
+@settings(max_examples=30, deadline=None)
+@given(slices_of_concats())
+def test_slice_of_concat_laws_are_sound(graph_module):
+    Saturated(graph_module, concat_slice).assert_every_extraction_agrees()
+
+
+@settings(max_examples=40, deadline=None)
+@given(concat_slice_chains())
+def test_concat_slice_laws_are_sound(graph_module):
+    Saturated(graph_module, concat_slice).assert_every_extraction_agrees()

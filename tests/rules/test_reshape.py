@@ -1,0 +1,271 @@
+"""eqsat.rules.reshape: one test per law that it fires, one where its guard fails, soundness and termination."""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from eqsat.bridge_fx import Term
+from eqsat.rules.reshape import reshape
+from eqsat.rules.slice_pushdown import slice_pushdown
+from eqsat.rules.transpose import transpose
+from tests.graphs import GraphBuilder
+from tests.rules.harness import BUDGET, Saturated
+
+aten = torch.ops.aten
+view, permute, neg = aten.view_copy.default, aten.permute_copy.default, aten.neg.default
+
+
+def fired(s: Saturated, family: str) -> int:
+    """Matches of a law generated per rank or position: 'family' itself or 'family-<n>[-<m>]'."""
+    return sum(
+        n
+        for name, n in s.result.rule_matches.items()
+        if name == family or (name.startswith(family + "-") and name[len(family) + 1 :].replace("-", "").isdigit())
+    )
+
+
+def terms(s: Saturated, eclass: str, op: str) -> list[Term]:
+    return [term for term in s.view.candidates[eclass] if term.op == op]
+
+
+def lowered(s: Saturated, eclass: str) -> set[tuple[tuple[int, ...], tuple[int, ...]]]:
+    """(perm, shape of its input) of every reshape(transpose(reshape(...))) form in eclass."""
+    forms = set()
+    for outer in terms(s, eclass, "Reshape"):
+        for inner in terms(s, outer.args[0], "Transpose"):
+            forms.add((inner.attrs[0], s.view.types[inner.args[0]].shape))
+    return forms
+
+
+def test_reshape_reshape_fires():
+    g = GraphBuilder()
+    x = g.input("x", (2, 3, 4))
+    twice = g.call(view, g.call(view, x, [6, 4]), [4, 6])
+    s = Saturated(g.output(twice), reshape)
+    assert s.fired("reshape-reshape") >= 1
+    assert Term("Reshape", (s.class_of(x),), ((4, 6),)) in s.terms_of(twice)
+
+
+def test_reshape_reshape_does_not_fire_on_a_single_reshape():
+    g = GraphBuilder()
+    x = g.input("x", (2, 3, 4))
+    s = Saturated(g.output(g.call(view, x, [6, 4])), reshape)
+    assert s.fired("reshape-reshape") == 0
+
+
+def test_reshape_identity_fires():
+    g = GraphBuilder()
+    x = g.input("x", (2, 3, 4))
+    back = g.call(view, g.call(view, x, [6, 4]), [2, 3, 4])
+    s = Saturated(g.output(back), reshape)
+    assert s.fired("reshape-identity") >= 1
+    assert s.class_of(back) == s.class_of(x)
+
+
+def test_reshape_identity_does_not_fire_on_a_real_reshape():
+    g = GraphBuilder()
+    x = g.input("x", (2, 3, 4))
+    r = g.call(view, x, [6, 4])
+    s = Saturated(g.output(r), reshape)
+    assert s.fired("reshape-identity") == 0
+    assert s.class_of(r) != s.class_of(x)
+
+
+def test_reshape_moves_through_a_unary_op():
+    g = GraphBuilder()
+    x = g.input("x", (2, 3, 4))
+    r = g.call(view, g.call(neg, x), [6, 4])
+    s = Saturated(g.output(r), reshape)
+    assert s.fired("reshape-through-unary") >= 1
+    inner = [t.args[0] for t in terms(s, s.class_of(r), "Elementwise")]
+    assert any(Term("Reshape", (s.class_of(x),), ((6, 4),)) in s.view.candidates[c] for c in inner)
+
+
+def test_reshape_does_not_move_through_a_binary_op():
+    g = GraphBuilder()
+    x, y = g.input("x", (2, 3, 4)), g.input("y", (2, 3, 4))
+    r = g.call(view, g.call(aten.add.Tensor, x, y), [6, 4])
+    s = Saturated(g.output(r), reshape)
+    assert s.fired("reshape-through-unary") == 0
+
+
+def test_reshape_does_not_move_through_an_opaque_op():
+    g = GraphBuilder()
+    x = g.input("x", (2, 3, 4))
+    r = g.call(view, g.call(aten.cumsum.default, x, 2), [6, 4])
+    s = Saturated(g.output(r), reshape)
+    assert s.fired("reshape-through-unary") == 0
+
+
+def test_transpose_of_adjacent_dim_pairs_lowers_to_a_2d_transpose():
+    g = GraphBuilder()
+    x = g.input("x", (2, 3, 4, 5))
+    t = g.call(permute, x, [2, 3, 0, 1])
+    s = Saturated(g.output(t), reshape)
+    assert fired(s, "transpose-merge-adjacent-dims") >= 1
+    assert ((1, 0), (6, 20)) in lowered(s, s.class_of(t))
+    assert ((1, 2, 0), (6, 4, 5)) in lowered(s, s.class_of(t))
+
+
+def test_transpose_merge_does_not_fire_when_no_adjacent_dims_stay_in_order():
+    g = GraphBuilder()
+    x = g.input("x", (2, 3, 4))
+    t = g.call(permute, x, [2, 1, 0])
+    s = Saturated(g.output(t), reshape)
+    assert fired(s, "transpose-merge-adjacent-dims") == 0
+    assert lowered(s, s.class_of(t)) == set()
+
+
+def test_nchw_to_nhwc_with_batch_1_lowers_to_a_2d_transpose():
+    g = GraphBuilder()
+    x = g.input("x", (1, 3, 4, 5))
+    t = g.call(permute, x, [0, 2, 3, 1])
+    s = Saturated(g.output(t), reshape)
+    assert fired(s, "transpose-drop-unit-dim") >= 1
+    assert ((1, 0), (3, 20)) in lowered(s, s.class_of(t))
+
+
+def test_transpose_drop_unit_dim_does_not_fire_without_unit_dims():
+    g = GraphBuilder()
+    x = g.input("x", (2, 3, 4, 5))
+    t = g.call(permute, x, [0, 2, 3, 1])
+    s = Saturated(g.output(t), reshape)
+    assert fired(s, "transpose-drop-unit-dim") == 0
+    assert fired(s, "transpose-merge-adjacent-dims") >= 1
+
+
+def test_split_form_follows_from_the_merge_form():
+    # transpose(reshape(x, split), p) == reshape(transpose(x, p'), out) when p keeps the split dims together
+    g = GraphBuilder()
+    x = g.input("x", (6, 20))
+    t = g.call(permute, g.call(view, x, [2, 3, 4, 5]), [2, 3, 0, 1])
+    s = Saturated(g.output(t), reshape)
+    outer = terms(s, s.class_of(t), "Reshape")
+    assert any(Term("Transpose", (s.class_of(x),), ((1, 0),)) in s.view.candidates[r.args[0]] for r in outer)
+
+
+def test_a_chain_of_reshapes_and_unary_ops_saturates():
+    g = GraphBuilder()
+    value = g.input("x", (2, 3, 4))
+    shapes = itertools.cycle([[6, 4], [4, 6], [2, 12], [24], [2, 3, 4], [3, 8], [1, 24, 1], [4, 3, 2]])
+    for _ in range(10):
+        value = g.call(neg, g.call(view, value, next(shapes)))
+    s = Saturated(g.output(value), reshape, slice_pushdown, transpose)
+    assert s.result.stop_reason == "saturated"
+    assert s.result.iterations < BUDGET.iterations
+
+
+def test_a_chain_of_5d_transposes_reshapes_and_unary_ops_saturates():
+    g = GraphBuilder()
+    value = g.input("x", (1, 2, 3, 4, 5))
+    perms = itertools.cycle([[0, 3, 4, 1, 2], [4, 0, 1, 2, 3], [0, 2, 1, 4, 3]])
+    for _ in range(4):
+        value = g.call(view, g.call(neg, g.call(permute, value, next(perms))), [1, 2, 3, 4, 5])
+    s = Saturated(g.output(value), reshape, slice_pushdown, transpose)
+    assert s.result.stop_reason == "saturated"
+
+
+# ---------------------------------------------------------------- soundness
+
+
+def _factorizations(n: int, rank: int) -> list[tuple[int, ...]]:
+    """Every shape of the given rank with n elements."""
+    if rank == 1:
+        return [(n,)]
+    return [(d, *rest) for d in range(1, n + 1) if n % d == 0 for rest in _factorizations(n // d, rank - 1)]
+
+
+@st.composite
+def reshaped_shapes(
+    draw, shape: tuple[int, ...], kinds: tuple[str, ...] = ("merge", "split", "unit", "any")
+) -> list[int]:
+    """A new shape for a reshape: merge adjacent dims, split a dim, add or drop a size-1 dim, or any refactorization."""
+    rank = len(shape)
+    kind = draw(st.sampled_from(kinds))
+    if kind == "merge" and rank >= 2:
+        i = draw(st.integers(0, rank - 2))
+        j = draw(st.integers(i + 2, rank))
+        return [*shape[:i], math.prod(shape[i:j]), *shape[j:]]
+    if kind == "split" and rank <= 4:
+        i = draw(st.integers(0, rank - 1))
+        a = draw(st.sampled_from([d for d in range(1, shape[i] + 1) if shape[i] % d == 0]))
+        return [*shape[:i], a, shape[i] // a, *shape[i + 1 :]]
+    if kind == "unit":
+        units = [i for i, d in enumerate(shape) if d == 1]
+        if units and rank >= 2 and draw(st.booleans()):
+            drop = draw(st.sampled_from(units))
+            return [d for i, d in enumerate(shape) if i != drop]
+        if rank <= 4:
+            i = draw(st.integers(0, rank))
+            return [*shape[:i], 1, *shape[i:]]
+    new_rank = draw(st.integers(1, 5))
+    return list(draw(st.sampled_from(_factorizations(math.prod(shape), new_rank))))
+
+
+@st.composite
+def slice_boxes(draw, shape: tuple[int, ...]) -> tuple[int, int, int]:
+    """(dim, begin, end) of a non-empty slice: anywhere, on whole rows (multiples of a divisor of the
+    dim), or a whole number of rows at any offset. Often of the largest dim (where a reshape merged)."""
+    largest = max(range(len(shape)), key=shape.__getitem__)
+    dim = draw(st.sampled_from([largest, *[d for d, n in enumerate(shape) if n > 1]]))
+    extent = shape[dim]
+    step = draw(st.sampled_from([d for d in range(2, extent + 1) if extent % d == 0] or [1]))
+    kind = draw(st.sampled_from(["any", "rows", "shifted rows"]))
+    if kind == "rows":
+        begin = step * draw(st.integers(0, extent // step - 1))
+        return dim, begin, draw(st.sampled_from(range(begin + step, extent + 1, step)))
+    if kind == "shifted rows":
+        length = step * draw(st.integers(1, extent // step))
+        begin = draw(st.sampled_from(range(extent - length + 1)))
+        return dim, begin, begin + length
+    begin = draw(st.sampled_from(range(extent)))
+    return dim, begin, draw(st.sampled_from(range(begin + 1, extent + 1)))
+
+
+@st.composite
+def data_movement_graphs(draw, steps: tuple[str, ...], slice_after_each: bool = False):
+    """x -> a random chain of reshapes, transposes, slices, unary and binary ops and concats (ranks 1-5).
+
+    With slice_after_each, every step may be followed by a slice, so that slices meet every kind of op.
+    """
+    rank = draw(st.integers(1, 5))
+    shape = tuple(draw(st.lists(st.integers(1, 4), min_size=rank, max_size=rank)))
+    g = GraphBuilder()
+    value = g.input("x", shape)
+    for step in range(draw(st.integers(1, 5))):
+        shape = tuple(value.meta["val"].shape)
+        kind = draw(st.sampled_from(steps))
+        if kind == "view":
+            value = g.call(view, value, draw(reshaped_shapes(shape)))
+        elif kind == "permute":
+            value = g.call(permute, value, list(draw(st.permutations(range(len(shape))))))
+        elif kind == "slice":
+            value = g.call(aten.slice_copy.Tensor, value, *draw(slice_boxes(shape)))
+        elif kind == "unary":
+            value = g.call(draw(st.sampled_from([neg, aten.bitwise_not.default])), value)
+        elif kind == "binary":
+            other = g.input(f"y{step}", shape) if draw(st.booleans()) else g.call(neg, value)
+            value = g.call(aten.add.Tensor, value, other)
+        elif kind == "cat":
+            other = g.input(f"y{step}", shape) if draw(st.booleans()) else g.call(aten.bitwise_not.default, value)
+            value = g.call(aten.cat.default, [value, other], draw(st.integers(0, len(shape) - 1)))
+        if slice_after_each and draw(st.booleans()):
+            value = g.call(aten.slice_copy.Tensor, value, *draw(slice_boxes(tuple(value.meta["val"].shape))))
+    return g.output(value)
+
+
+@settings(max_examples=20, deadline=None)
+@given(data_movement_graphs(("view", "view", "permute", "unary", "binary", "slice")))
+def test_reshape_laws_are_sound(graph_module):
+    Saturated(graph_module, reshape).assert_every_extraction_agrees()
+
+
+@settings(max_examples=10, deadline=None)
+@given(data_movement_graphs(("view", "permute", "unary", "binary", "cat", "slice")))
+def test_reshape_laws_are_sound_with_the_transpose_laws(graph_module):
+    Saturated(graph_module, reshape, transpose).assert_every_extraction_agrees()

@@ -1,0 +1,191 @@
+"""eqsat.rules.slice_pushdown: one test per law that it fires, one where its guard fails, and soundness."""
+
+from __future__ import annotations
+
+import random
+
+import torch
+from executorch.backends.arm.tosa.specification import TosaLoweringContext, TosaSpecification
+from executorch.exir.dialects._ops import ops as exir_ops
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from eqsat.bridge_fx import Term
+from eqsat.rules.reshape import reshape
+from eqsat.rules.slice_pushdown import slice_pushdown
+from eqsat.rules.transpose import transpose
+from tests.graphs import GraphBuilder
+from tests.rules.harness import Saturated
+from tests.rules.test_reshape import data_movement_graphs, fired, reshaped_shapes, terms
+
+aten = torch.ops.aten
+TOSA = exir_ops.backend.tosa
+view, permute, neg, add = aten.view_copy.default, aten.permute_copy.default, aten.neg.default, aten.add.Tensor
+slice_copy = aten.slice_copy.Tensor
+
+
+def sliced(s: Saturated, eclass: str) -> set[tuple[str, tuple[int, ...], tuple[int, ...]]]:
+    """(input class, start, size) of every slice in eclass."""
+    return {(t.args[0], *t.attrs) for t in terms(s, eclass, "Slice")}
+
+
+def test_slice_moves_through_a_unary_op():
+    g = GraphBuilder()
+    x = g.input("x", (4, 5))
+    cut = g.call(slice_copy, g.call(neg, x), 1, 1, 3)
+    s = Saturated(g.output(cut), slice_pushdown)
+    assert s.fired("slice-through-unary") >= 1
+    inner = [t.args[0] for t in terms(s, s.class_of(cut), "Elementwise")]
+    assert any((s.class_of(x), (0, 1), (4, 2)) in sliced(s, c) for c in inner)
+
+
+def test_slice_does_not_move_through_an_opaque_op():
+    g = GraphBuilder()
+    x = g.input("x", (4, 5))
+    cut = g.call(slice_copy, g.call(aten.cumsum.default, x, 1), 1, 1, 3)
+    s = Saturated(g.output(cut), slice_pushdown)
+    assert s.fired("slice-through-unary") == 0
+    assert s.fired("slice-through-binary") == 0
+
+
+def test_slice_moves_through_a_binary_op_of_equal_shapes():
+    g = GraphBuilder()
+    x, y = g.input("x", (4, 5)), g.input("y", (4, 5))
+    cut = g.call(slice_copy, g.call(add, x, y), 0, 2, 4)
+    s = Saturated(g.output(cut), slice_pushdown)
+    assert s.fired("slice-through-binary") >= 1
+    (summed,) = terms(s, s.class_of(cut), "Elementwise")
+    assert (s.class_of(x), (2, 0), (2, 5)) in sliced(s, summed.args[0])
+    assert (s.class_of(y), (2, 0), (2, 5)) in sliced(s, summed.args[1])
+
+
+def test_slice_does_not_move_through_a_binary_op_that_broadcasts():
+    g = GraphBuilder()
+    x, bias = g.input("x", (4, 5)), g.input("bias", (1, 5))
+    cut = g.call(slice_copy, g.call(add, x, bias), 0, 2, 4)
+    s = Saturated(g.output(cut), slice_pushdown)
+    assert s.fired("slice-through-binary") == 0
+    assert terms(s, s.class_of(cut), "Elementwise") == []
+
+
+def test_slice_moves_through_a_transpose_with_the_box_inverse_permuted():
+    g = GraphBuilder()
+    x = g.input("x", (2, 3, 4))
+    cut = g.call(slice_copy, g.call(permute, x, [2, 0, 1]), 0, 1, 3)
+    s = Saturated(g.output(cut), slice_pushdown)
+    assert fired(s, "slice-through-transpose") >= 1
+    (moved,) = terms(s, s.class_of(cut), "Transpose")
+    assert moved.attrs == ((2, 0, 1),)
+    assert (s.class_of(x), (0, 0, 1), (2, 3, 2)) in sliced(s, moved.args[0])
+
+
+def test_slice_through_transpose_does_not_fire_on_a_slice_of_another_op():
+    g = GraphBuilder()
+    x = g.input("x", (2, 3, 4))
+    cut = g.call(slice_copy, g.call(aten.cumsum.default, x, 0), 0, 1, 2)
+    s = Saturated(g.output(cut), slice_pushdown)
+    assert fired(s, "slice-through-transpose") == 0
+    assert terms(s, s.class_of(cut), "Transpose") == []
+
+
+def test_slice_of_whole_rows_moves_through_a_merging_reshape():
+    g = GraphBuilder()
+    x = g.input("x", (4, 3, 2))
+    cut = g.call(slice_copy, g.call(view, x, [12, 2]), 0, 6, 12)
+    s = Saturated(g.output(cut), slice_pushdown)
+    assert s.fired("slice-through-reshape") >= 1
+    (moved,) = terms(s, s.class_of(cut), "Reshape")
+    assert moved.attrs == ((6, 2),)
+    assert (s.class_of(x), (2, 0, 0), (2, 3, 2)) in sliced(s, moved.args[0])
+
+
+def test_slice_moves_through_a_reshape_that_adds_unit_dims():
+    g = GraphBuilder()
+    x = g.input("x", (3, 4))
+    cut = g.call(slice_copy, g.call(view, x, [1, 3, 1, 4]), 3, 1, 3)
+    s = Saturated(g.output(cut), slice_pushdown)
+    assert s.fired("slice-through-reshape") >= 1
+    (moved,) = terms(s, s.class_of(cut), "Reshape")
+    assert (s.class_of(x), (0, 1), (3, 2)) in sliced(s, moved.args[0])
+
+
+def test_slice_does_not_move_through_a_reshape_when_it_cuts_a_partial_row():
+    g = GraphBuilder()
+    x = g.input("x", (2, 3))
+    cut = g.call(slice_copy, g.call(view, x, [6]), 0, 1, 4)
+    s = Saturated(g.output(cut), slice_pushdown)
+    assert s.fired("slice-through-reshape") == 0
+    assert terms(s, s.class_of(cut), "Reshape") == []
+
+
+def test_slice_does_not_move_through_a_reshape_when_it_cuts_two_dims():
+    g = GraphBuilder()
+    x = g.input("x", (2, 12))
+    with TosaLoweringContext(TosaSpecification.create_from_string("TOSA-1.0+INT")):
+        start, size = g.call(TOSA.CONST_SHAPE.default, [0, 0, 0]), g.call(TOSA.CONST_SHAPE.default, [1, 3, 2])
+        cut = g.call(TOSA.SLICE.default, g.call(view, x, [2, 3, 4]), start, size)
+    s = Saturated(g.output(cut), slice_pushdown)
+    assert s.fired("slice-through-reshape") == 0
+    assert terms(s, s.class_of(cut), "Reshape") == []
+
+
+def test_slice_of_a_concat_half_reaches_the_concat_through_reshape_and_transpose():
+    # DESIGN §1: CONCAT(axis=3) -> RESHAPE(1,64,32) -> TRANSPOSE(0,2,1) -> SLICE(channels 0..15)
+    g = GraphBuilder()
+    a, b = g.input("a", (1, 8, 8, 16)), g.input("b", (1, 8, 8, 16))
+    joined = g.call(aten.cat.default, [a, b], 3)
+    flat = g.call(permute, g.call(view, joined, [1, 64, 32]), [0, 2, 1])
+    cut = g.call(slice_copy, flat, 1, 0, 16)
+    s = Saturated(g.output(cut), slice_pushdown, reshape)
+    assert s.fired("slice-through-reshape") >= 1 and fired(s, "slice-through-transpose") >= 1
+    reached = {c for c in s.view.candidates for t in terms(s, c, "Slice") if t.args[0] == s.class_of(joined)}
+    assert Term("Slice", (s.class_of(joined),), ((0, 0, 0, 0), (1, 8, 8, 16))) in {
+        t for c in reached for t in s.view.candidates[c]
+    }
+
+
+def random_box(rnd: random.Random, shape: tuple[int, ...]) -> tuple[int, int, int]:
+    """(dim, begin, end) of a non-empty slice, uniformly: anywhere, or a whole number of rows of some length."""
+    dim = rnd.randrange(len(shape))
+    extent = shape[dim]
+    if rnd.random() < 0.5:
+        begin = rnd.randrange(extent)
+        return dim, begin, rnd.randrange(begin + 1, extent + 1)
+    step = rnd.choice([d for d in range(1, extent + 1) if extent % d == 0])
+    length = step * rnd.randrange(1, extent // step + 1)
+    begin = (
+        rnd.randrange(extent - length + 1)
+        if rnd.random() < 0.5
+        else step * rnd.randrange((extent - length) // step + 1)
+    )
+    return dim, begin, begin + length
+
+
+@st.composite
+def slices_of_reshapes(draw):
+    """x -> reshape -> twelve slices, each an output: every kind of reshape against boxes drawn uniformly."""
+    rank = draw(st.integers(1, 4))
+    g = GraphBuilder()
+    x = g.input("x", tuple(draw(st.lists(st.integers(1, 4), min_size=rank, max_size=rank))))
+    new_shape = draw(reshaped_shapes(tuple(x.meta["val"].shape), ("merge", "merge", "split", "unit", "any")))
+    r = g.call(view, x, new_shape)
+    rnd = draw(st.randoms(use_true_random=False))
+    return g.output(*[g.call(slice_copy, r, *random_box(rnd, tuple(new_shape))) for _ in range(12)])
+
+
+@settings(max_examples=40, deadline=None)
+@given(slices_of_reshapes())
+def test_slice_through_reshape_is_sound(graph_module):
+    Saturated(graph_module, slice_pushdown).assert_every_extraction_agrees()
+
+
+@settings(max_examples=40, deadline=None)
+@given(data_movement_graphs(("view", "view", "permute", "unary", "binary"), slice_after_each=True))
+def test_slice_pushdown_laws_are_sound(graph_module):
+    Saturated(graph_module, slice_pushdown).assert_every_extraction_agrees()
+
+
+@settings(max_examples=10, deadline=None)
+@given(data_movement_graphs(("view", "view", "permute", "unary", "binary", "cat"), slice_after_each=True))
+def test_slice_pushdown_laws_are_sound_with_the_reshape_and_transpose_laws(graph_module):
+    Saturated(graph_module, slice_pushdown, reshape, transpose).assert_every_extraction_agrees()
