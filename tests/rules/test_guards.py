@@ -1,0 +1,32 @@
+"""eqsat.rules.guards: each named side condition holds exactly where it should."""
+
+from __future__ import annotations
+
+from egglog import EGraph, Vec, i64
+
+from eqsat.rules.guards import is_identity_perm, is_zeros, within_one_input
+
+
+def holds(facts) -> bool:
+    return EGraph().check_bool(*facts)
+
+
+def ints(*values: int) -> Vec[i64]:
+    return Vec(*[i64(v) for v in values])
+
+
+def test_is_identity_perm():
+    assert holds(is_identity_perm(ints(0, 1, 2)))
+    assert not holds(is_identity_perm(ints(0, 2, 1)))
+
+
+def test_is_zeros():
+    assert holds(is_zeros(ints(0, 0, 0)))
+    assert not holds(is_zeros(ints(0, 1, 0)))
+
+
+def test_within_one_input():
+    # [begin, begin + length) inside [offset, offset + extent)
+    assert holds(within_one_input(i64(3), i64(2), i64(2), i64(4)))
+    assert not holds(within_one_input(i64(1), i64(2), i64(2), i64(4)))
+    assert not holds(within_one_input(i64(5), i64(2), i64(2), i64(4)))
