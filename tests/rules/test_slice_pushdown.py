@@ -153,29 +153,37 @@ def random_box(rnd: random.Random, shape: tuple[int, ...]) -> tuple[int, int, in
         return dim, begin, rnd.randrange(begin + 1, extent + 1)
     step = rnd.choice([d for d in range(1, extent + 1) if extent % d == 0])
     length = step * rnd.randrange(1, extent // step + 1)
-    begin = (
-        rnd.randrange(extent - length + 1)
-        if rnd.random() < 0.5
-        else step * rnd.randrange((extent - length) // step + 1)
-    )
+    if rnd.random() < 0.5:
+        begin = rnd.randrange(extent - length + 1)
+    else:
+        begin = step * rnd.randrange((extent - length) // step + 1)
     return dim, begin, begin + length
 
 
 @st.composite
-def slices_of_reshapes(draw):
-    """x -> reshape -> twelve slices, each an output: every kind of reshape against boxes drawn uniformly."""
-    rank = draw(st.integers(1, 4))
+def many_slices_after(draw, op: str):
+    """x -> one reshape or transpose -> twelve slices, each an output, with boxes drawn uniformly."""
+    rank = draw(st.integers(1, 5 if op == "permute" else 4))
     g = GraphBuilder()
     x = g.input("x", tuple(draw(st.lists(st.integers(1, 4), min_size=rank, max_size=rank))))
-    new_shape = draw(reshaped_shapes(tuple(x.meta["val"].shape), ("merge", "merge", "split", "unit", "any")))
-    r = g.call(view, x, new_shape)
-    rnd = draw(st.randoms(use_true_random=False))
-    return g.output(*[g.call(slice_copy, r, *random_box(rnd, tuple(new_shape))) for _ in range(12)])
+    if op == "view":
+        new_shape = draw(reshaped_shapes(tuple(x.meta["val"].shape), ("merge", "merge", "split", "unit", "any")))
+        moved = g.call(view, x, new_shape)
+    else:
+        moved = g.call(permute, x, list(draw(st.permutations(range(rank)))))
+    shape, rnd = tuple(moved.meta["val"].shape), draw(st.randoms(use_true_random=False))
+    return g.output(*[g.call(slice_copy, moved, *random_box(rnd, shape)) for _ in range(12)])
 
 
 @settings(max_examples=40, deadline=None)
-@given(slices_of_reshapes())
+@given(many_slices_after("view"))
 def test_slice_through_reshape_is_sound(graph_module):
+    Saturated(graph_module, slice_pushdown).assert_every_extraction_agrees()
+
+
+@settings(max_examples=20, deadline=None)
+@given(many_slices_after("permute"))
+def test_slice_through_transpose_is_sound(graph_module):
     Saturated(graph_module, slice_pushdown).assert_every_extraction_agrees()
 
 
