@@ -25,6 +25,24 @@ def _bench(arguments: argparse.Namespace) -> int:
     return 0 if complete and all(r["bit_exact"] for r in rows) else 1
 
 
+def _calibrate(arguments: argparse.Namespace) -> int:
+    from eqsat.extract import calibrate, vela_cost
+
+    arguments.workdir = arguments.workdir or calibrate.DEFAULT_WORKDIR
+    if not arguments.target and not arguments.report:
+        print("eqsat calibrate: give --target T (to calibrate) and/or --report", file=sys.stderr)
+        return 2
+    for target in arguments.target or []:
+        data = calibrate.calibrate(target, workdir=arguments.workdir, jobs=arguments.jobs, scale=arguments.scale)
+        statuses = ", ".join(f"{count} {status}" for status, count in sorted(data["grid"]["statuses"].items()))
+        print(f"{target}: {statuses} in {data['seconds'] / 60:.1f} min -> {vela_cost.calibration_path(target)}")
+    if arguments.report:
+        targets = arguments.target or [t for t in calibrate.DEFAULT_TARGETS if vela_cost.has_calibration(t)]
+        path = calibrate.write_report(targets, arguments.workdir, jobs=arguments.jobs)
+        print(f"report: {path}")
+    return 0
+
+
 def parser() -> argparse.ArgumentParser:
     top = argparse.ArgumentParser(prog="eqsat", description="Equality saturation for the ExecuTorch Arm backend")
     commands = top.add_subparsers(dest="command", required=True)
@@ -34,6 +52,13 @@ def parser() -> argparse.ArgumentParser:
     bench_command.add_argument("--out", type=Path, default=Path("benchmarks/results"), help="results directory")
     bench_command.add_argument("--fresh", action="store_true", help="rerun rows that already have results")
     bench_command.set_defaults(handler=_bench)
+    calibrate_command = commands.add_parser("calibrate", help="fit the cost model to Vela micro-benchmarks")
+    calibrate_command.add_argument("--target", action="append", choices=ACCELERATORS, help="calibrate this target (repeatable)")
+    calibrate_command.add_argument("--report", action="store_true", help="regenerate benchmarks/results/calibration_report.md")
+    calibrate_command.add_argument("--jobs", type=int, default=2, help="parallel Vela processes (default 2)")
+    calibrate_command.add_argument("--workdir", type=Path, default=None, help="cache of measured samples (resume)")
+    calibrate_command.add_argument("--scale", type=float, default=1.0, help="grid size factor (default 1.0)")
+    calibrate_command.set_defaults(handler=_calibrate)
     return top
 
 

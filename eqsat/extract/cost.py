@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from eqsat.bridge_fx import TensorType, Term
+from eqsat.extract import vela_cost
 
 
 class CostModel(Protocol):
@@ -40,5 +41,10 @@ class ElementTrafficCost:
 
 
 def cost_model_for(target: str) -> CostModel:
-    """The cost model used for target."""
+    """The cost model used for target: Vela-calibrated when eqsat/extract/calibration/<target>.json exists.
+
+    Targets nobody calibrated (`eqsat calibrate --target T` does) fall back to ElementTrafficCost.
+    """
+    if vela_cost.has_calibration(target):
+        return vela_cost.VelaCalibratedCost(target)
     return ElementTrafficCost(target)

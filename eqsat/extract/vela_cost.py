@@ -1,0 +1,494 @@
+"""The Vela-calibrated cost model: estimated NPU cycles per e-node, per target.
+
+Motivation
+----------
+Vela decides what a graph costs, and it decides differently on each target:
+Ethos-U55 runs a transpose as a chain of 3D axis swaps (1x1 pooling passes),
+Ethos-U85 runs most of them natively; RESHAPE is free on both; a RESCALE in
+front of an ADD is fused on U85 but costs two NPU passes on U55. A cost
+model that extraction can trust therefore has to be measured, per target.
+
+Overview
+--------
+`eqsat calibrate` (eqsat/extract/calibrate.py) compiles micro-benchmark TOSA
+graphs with the pinned Vela and fits, per *family* of op configurations
+(`transpose/int8`, `concat/int16`, `binary/ADD`, `conv2d`, ...), a linear
+model `cycles = sum(coef[i] * feature[i])` over a few features of the
+configuration (elements, rows, number of 3D swaps Vela needs, MACs, ...).
+The fitted coefficients live in eqsat/extract/calibration/<target>.json;
+`VelaCalibratedCost(target)` reads them and prices a `Term` from its output
+and operand types alone. `op_config` is the single place that turns a term
+into its family and features; calibration uses the same function on the
+graphs it measures, so fitting and prediction cannot drift apart.
+
+What each op costs
+------------------
+- Leaves (placeholders, constants, CONST_SHAPE): 0.
+- RESHAPE: 0, Vela removes it as memory-only (a reshape between a graph
+  input and a graph output becomes a MemoryCopy; the model does not see that).
+- TRANSPOSE: the sum over the 3D swap passes that Vela's decomposition
+  (a selection sort of the axes, as in regor) produces for this shape and
+  permutation, fitted per dtype. Permutations that only move unit
+  dimensions cost 0 (they are reshapes). On Ethos-U55 a transpose that
+  Vela cannot run costs `math.inf` (see "Infeasible configurations").
+- CONCAT: one MemoryCopy per input, priced as measured behind producers on
+  the NPU (Vela often lets a producer write straight into the concatenated
+  tensor, so this is cheaper than a concat of graph inputs).
+- SLICE: priced as measured in front of typical consumers (a conv, an add,
+  a clamp, a transpose, a concat): Vela folds most slices into their
+  consumer, so this is small; a slice copied from a graph input to a graph
+  output (a MemoryCopy) costs more than the model says.
+- RESCALE, CLAMP and the int32 ADD/SUB/MUL between rescales: Vela fuses a
+  rescale into the op before or after it, or into neither, depending on
+  zero points, scales, broadcasting and neighbours. These families are
+  fitted jointly on whole graphs that the Arm backend emitted for small
+  torch blocks (layer norm, softmax, residual conv, MLP, gate), so that
+  their sum matches Vela there; how the sum splits between them is only
+  weakly identified (a MUL that always comes with its rescales may carry
+  their cost). Features: elements, broadcast elements (an operand is
+  broadcast), batched elements (leading dimensions beyond HWC).
+  * A per-channel RESCALE (int32 -> int8) is the output scaling of a
+    convolution and costs 0; the convolution's fit includes it.
+  * RESCALE int8 -> int8 and the other directions are priced as measured
+    alone.
+- TABLE: fitted per dtype, measured alone (an int16 table is 6 passes on U55).
+- Opaque compute ops that rules never rewrite get proxies measured on a
+  small grid (each with its output rescale): CONV2D and DEPTHWISE_CONV2D
+  (MACs, output and input elements, weights), MATMUL (MACs, elements),
+  AVG_POOL2D/MAX_POOL2D, REDUCE_SUM/REDUCE_MAX (elements, and whether the
+  channels are reduced), RESIZE (elements). These are proxies: Vela's
+  convolution cost depends on block configurations and weight streaming
+  that a linear model only approximates (about ±20% per op).
+- Any other op: the CLAMP-alone fit of its output dtype per output element
+  (an uncalibrated proxy).
+
+Infeasible configurations
+-------------------------
+Ethos-U55 rejects some transposes ("Non-passthrough operation (Transpose)
+could not run on NPU"): those where a 3D swap of the decomposition has an
+axis longer than 65536 (and, for int32, stricter limits). Calibration probes
+such shapes and records what Vela did. Prediction follows the Arm backend's
+own rule (`DecomposePermuteForU55Pass`): a transpose whose shape keeps the
+product of every (rank-2) dimensions within 2^16 always runs; any other
+transpose is compiled once with Vela (memoized, seeded from the calibration
+data) and costs `math.inf` if Vela rejects it (with `probe_vela=False`,
+it costs `math.inf` outright). Ranks above 6 are outside the TOSA profile
+and cost `math.inf` on every target.
+
+Future work
+-----------
+Fusion is only modelled through the contexts each op usually has: a SLICE
+or CONCAT next to graph inputs, a RESCALE separated from its neighbour by a
+rewrite, or a RESHAPE at the graph boundary are mispriced. A cost function
+that sees an e-node's neighbours (not part of the CostModel protocol) would
+fix that.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from eqsat.bridge_fx import TensorType, Term
+
+CALIBRATION_DIR = Path(__file__).parent / "calibration"
+FORMAT_VERSION = 1
+MAX_TOSA_RANK = 6
+U55_TRANSPOSE_MAX_PRODUCT = 2**16
+"""DecomposePermuteForU55Pass._MAX_PRODUCT: below it every U55 transpose runs."""
+
+
+def calibration_path(target: str) -> Path:
+    return CALIBRATION_DIR / f"{target}.json"
+
+
+def has_calibration(target: str) -> bool:
+    return calibration_path(target).exists()
+
+
+def target_family(target: str) -> str:
+    """'u55' or 'u85': the two Ethos-U generations Vela treats differently."""
+    return "u55" if target.startswith("ethos-u55") else "u85"
+
+
+# ---------------------------------------------------------------- transposes
+
+
+def canonical_transpose(shape: tuple[int, ...], perm: tuple[int, ...]) -> tuple[list[int], list[int]]:
+    """Drop leading unit axes that stay in place, down to rank 3 (Vela reads 4D N=1 as 3D HWC)."""
+    shape, perm = list(shape), list(perm)
+    while len(shape) > 3 and shape[0] == 1 and perm[0] == 0:
+        shape, perm = shape[1:], [p - 1 for p in perm[1:]]
+    return shape, perm
+
+
+def is_noop_transpose(shape: tuple[int, ...], perm: tuple[int, ...]) -> bool:
+    """True when the permutation keeps the order of the non-unit axes: a reshape in disguise."""
+    moved = [p for p in perm if shape[p] != 1]
+    return moved == sorted(moved)
+
+
+def _swap_axes(shape: list[int], a: int, b: int, ops: list) -> None:
+    """Append the 3D swaps that exchange axes a < b of shape; shape is updated in place (regor SwapAxes)."""
+    n = len(shape)
+    if n < 4:
+        padded = [1] * (3 - n) + shape
+        perm3 = [0, 1, 2]
+        perm3[a + 3 - n], perm3[b + 3 - n] = perm3[b + 3 - n], perm3[a + 3 - n]
+        ops.append((tuple(padded), tuple(perm3)))
+        shape[a], shape[b] = shape[b], shape[a]
+        return
+    if (a, b) == (0, 1):
+        _swap_axes([shape[0], shape[1], math.prod(shape[2:])], 0, 1, ops)
+        shape[a], shape[b] = shape[b], shape[a]
+        return
+    if (a, b) == (n - 2, n - 1):
+        _swap_axes([math.prod(shape[: n - 2]), shape[n - 2], shape[n - 1]], 1, 2, ops)
+        shape[a], shape[b] = shape[b], shape[a]
+        return
+    if a != 0:
+        _swap_axes([math.prod(shape[:a]), shape[a], math.prod(shape[a + 1 :])], 0, 1, ops)
+        shape[:] = [shape[a]] + shape[:a] + shape[a + 1 :]
+        _swap_axes(shape, 0, b, ops)
+        _swap_axes([shape[0], math.prod(shape[1 : a + 1]), math.prod(shape[a + 1 :])], 0, 1, ops)
+        shape[:] = shape[1 : a + 1] + [shape[0]] + shape[a + 1 :]
+        return
+    if b != n - 1:
+        _swap_axes([math.prod(shape[:b]), shape[b], math.prod(shape[b + 1 :])], 1, 2, ops)
+        shape[:] = shape[:b] + shape[b + 1 :] + [shape[b]]
+        _swap_axes(shape, 0, n - 1, ops)
+        _swap_axes([math.prod(shape[:b]), math.prod(shape[b : n - 1]), shape[n - 1]], 1, 2, ops)
+        shape[:] = shape[:b] + [shape[-1]] + shape[b : n - 1]
+        return
+    _swap_axes([shape[0], math.prod(shape[1 : n - 1]), shape[n - 1]], 0, 2, ops)
+    shape[0], shape[-1] = shape[-1], shape[0]
+
+
+def transpose_passes(shape: tuple[int, ...], perm: tuple[int, ...], family: str) -> list[tuple[tuple[int, int, int], tuple[int, int, int]]]:
+    """The 3D transpose passes Vela runs for one TRANSPOSE: [(3D input shape, 3D permutation)].
+
+    Ethos-U85 runs any 3D permutation (after dropping leading unit axes) in
+    one pass; Ethos-U55 only single swaps. Everything else is decomposed by a
+    selection sort of the axes, each swap becoming up to five 3D passes
+    (ported from regor's DecomposeTranspose in Vela 4.4; Vela 5.1 agrees on
+    the pass count for most shapes, and the fit absorbs the rest).
+    """
+    if is_noop_transpose(shape, perm):
+        return []
+    canon_shape, canon_perm = canonical_transpose(shape, perm)
+    if len(canon_shape) <= 3:
+        pad = 3 - len(canon_shape)
+        shape3 = tuple([1] * pad + canon_shape)
+        perm3 = tuple(list(range(pad)) + [p + pad for p in canon_perm])
+        moved = [i for i in range(3) if perm3[i] != i]
+        if family == "u85" or len(moved) == 2:
+            return [(shape3, perm3)]
+    order = [0] * len(canon_perm)
+    for i, p in enumerate(canon_perm):
+        order[p] = i
+    work, passes = list(canon_shape), []
+    for axis in range(len(order)):
+        if order[axis] == axis:
+            continue
+        i = next(i for i in range(axis + 1, len(order)) if order[i] == axis)
+        _swap_axes(work, axis, i, passes)
+        order[axis], order[i] = order[i], order[axis]
+    return passes
+
+
+def violates_u55_worst_case(shape: tuple[int, ...]) -> bool:
+    """The Arm backend's sufficient condition for a U55 transpose, negated.
+
+    Some product of max(1, rank-2) dimensions exceeds 2^16
+    (executorch DecomposePermuteForU55Pass._violates_u55_worst_case_constraint).
+    """
+    import itertools
+
+    k = max(1, len(shape) - 2)
+    return any(math.prod(c) > U55_TRANSPOSE_MAX_PRODUCT for c in itertools.combinations(shape, k))
+
+
+# ---------------------------------------------------------------- op configurations
+
+
+@dataclass(frozen=True)
+class OpConfig:
+    """The calibration family of one op configuration and the features its cost depends on.
+
+    `fixed` is a cost decided without calibration (0 for free ops, inf for
+    ops the target cannot run); `family` and `features` are used otherwise.
+    `transpose` holds (shape, perm, dtype) when feasibility must be checked.
+    """
+
+    family: str
+    features: dict[str, float] = field(default_factory=dict)
+    fixed: float | None = None
+    transpose: tuple | None = None
+
+
+FREE = OpConfig("free", fixed=0.0)
+INFEASIBLE = OpConfig("infeasible", fixed=math.inf)
+
+BINARY_OPS = {"ADD": "ADD", "SUB": "SUB", "MUL": "MUL", "add": "ADD", "sub": "SUB", "mul": "MUL"}
+PROXY_OPS = {
+    "CONV2D": "conv2d",
+    "DEPTHWISE_CONV2D": "depthwise_conv2d",
+    "MATMUL": "matmul",
+    "AVG_POOL2D": "avg_pool2d",
+    "MAX_POOL2D": "max_pool2d",
+    "REDUCE_SUM": "reduce_sum",
+    "REDUCE_MAX": "reduce_max",
+    "RESIZE": "resize",
+}
+ATEN_CLAMPS = frozenset({"clamp", "relu", "hardtanh"})
+
+
+def dtype_name(t: TensorType | None) -> str:
+    """'int8' for torch.int8; 'int8' when unknown."""
+    if t is None or t.dtype is None:
+        return "int8"
+    return t.dtype.removeprefix("torch.")
+
+
+def elements(t: TensorType | None) -> int:
+    return math.prod(t.shape) if t is not None else 1
+
+
+def rows(t: TensorType | None) -> float:
+    """Number of innermost vectors: elements over the innermost dimension."""
+    if t is None or not t.shape:
+        return 1.0
+    return elements(t) / max(1, t.shape[-1])
+
+
+def is_batched(t: TensorType | None) -> bool:
+    """More than one 3D (HWC) slice: Vela splits the op per leading index and fuses less across it."""
+    return t is not None and len(t.shape) > 3 and math.prod(t.shape[:-3]) > 1
+
+
+def _basic(t: TensorType | None) -> dict[str, float]:
+    n = float(elements(t))
+    return {"one": 1.0, "elements": n, "rows": rows(t), "batched_elements": n if is_batched(t) else 0.0}
+
+
+def _ceil_to(value: int, multiple: int) -> int:
+    return -(-value // multiple) * multiple
+
+
+def _transpose_config(x: TensorType | None, out: TensorType | None, perm: tuple[int, ...], family: str) -> OpConfig:
+    if x is None:
+        return OpConfig(f"transpose/{dtype_name(out)}", {"one": 1.0, "passes": 1.0, "moved": float(elements(out))})
+    if len(x.shape) > MAX_TOSA_RANK:
+        return INFEASIBLE
+    if is_noop_transpose(x.shape, perm):
+        return FREE
+    passes = transpose_passes(x.shape, perm, family)
+    n = float(elements(x))
+    features = {"one": 1.0, "passes": float(len(passes)), "moved": n * len(passes), "elements": n}
+    for shape3, perm3 in passes:
+        out3 = [shape3[p] for p in perm3]
+        kind = "".join(map(str, perm3))
+        for name, value in (
+            (f"moved_{kind}", n),  # elements a pass of this kind moves
+            (f"rows_{kind}", n / max(1, shape3[2])),  # innermost vectors it reads
+            ("rows_in", n / max(1, shape3[2])),
+            ("rows_out", n / max(1, out3[2])),
+            ("padded_in", n / max(1, shape3[2]) * _ceil_to(shape3[2], 16)),  # brick-aligned reads
+            ("padded_out", n / max(1, out3[2]) * _ceil_to(out3[2], 16)),  # brick-aligned writes
+        ):
+            features[name] = features.get(name, 0.0) + value
+    return OpConfig(f"transpose/{dtype_name(x)}", features, transpose=(tuple(x.shape), tuple(perm), dtype_name(x)))
+
+
+def _concat_config(out: TensorType | None, args: list[TensorType | None]) -> OpConfig:
+    parts = [a for a in args if a is not None]
+    if len(parts) != len(args) or not parts:
+        return OpConfig(f"concat/{dtype_name(out)}", {"inputs": float(len(args)), "elements": float(elements(out)), "rows": rows(out)})
+    return OpConfig(
+        f"concat/{dtype_name(parts[0])}",
+        {"inputs": float(len(parts)), "elements": float(sum(elements(a) for a in parts)), "rows": float(sum(rows(a) for a in parts))},
+    )
+
+
+def _conv_features(out: TensorType | None, args: list[TensorType | None], macs_per_output: float) -> dict[str, float]:
+    x = args[0] if args else None
+    weights = args[1] if len(args) > 1 else None
+    return {
+        "one": 1.0,
+        "macs": float(elements(out)) * macs_per_output,
+        "elements": float(elements(out)),
+        "in_elements": float(elements(x)),
+        "weights": float(elements(weights)) if weights is not None else 0.0,  # streamed from memory once per op
+    }
+
+
+def _opaque_config(name: str, out: TensorType | None, args: list[TensorType | None]) -> OpConfig:
+    op = name.split(".")[1] if name.count(".") >= 2 else name
+    weight = args[1] if len(args) > 1 else None
+    if op == "CONV2D" and weight is not None and len(weight.shape) == 4:  # OHWI
+        return OpConfig("conv2d", _conv_features(out, args, math.prod(weight.shape[1:])))
+    if op == "DEPTHWISE_CONV2D" and weight is not None and len(weight.shape) == 4:  # HWCM
+        return OpConfig("depthwise_conv2d", _conv_features(out, args, weight.shape[0] * weight.shape[1]))
+    if op == "MATMUL" and args and args[0] is not None:
+        return OpConfig("matmul", _conv_features(out, args, args[0].shape[-1]))
+    if op == "convolution" and weight is not None and len(weight.shape) == 4:  # aten: O, I/groups, KH, KW
+        family = "depthwise_conv2d" if weight.shape[1] == 1 and weight.shape[0] > 1 else "conv2d"
+        return OpConfig(family, _conv_features(out, args, math.prod(weight.shape[1:])))
+    if op in PROXY_OPS:
+        x = args[0] if args else None
+        n_in = float(elements(x))
+        features = {"one": 1.0, "elements": float(elements(out)), "in_elements": n_in, "in_batched_elements": n_in if is_batched(x) else 0.0}
+        if x is not None and out is not None and len(x.shape) == len(out.shape) and x.shape:
+            features["in_elements_last"] = n_in if x.shape[-1] > 1 and out.shape[-1] == 1 else 0.0  # reduces the channels
+        return OpConfig(PROXY_OPS[op], features)
+    if op == "RESCALE":
+        return _rescale_config(args[0] if args else None, out, per_channel=True)
+    if op == "TABLE":
+        return OpConfig(f"table/{dtype_name(args[0] if args else out)}", _basic(out))
+    if op in ("CONST_SHAPE", "CONST", "IDENTITY"):
+        return FREE
+    return OpConfig(f"generic/{dtype_name(out)}", _basic(out))
+
+
+def _rescale_config(x: TensorType | None, out: TensorType | None, per_channel: bool) -> OpConfig:
+    source, dest = dtype_name(x), dtype_name(out)
+    if source == "int32" and dest in ("int8", "int16"):
+        if per_channel:
+            return FREE  # the output scaling of the convolution that produced the int32 tensor
+        return OpConfig(f"rescale_out/{dest}", _basic(out))
+    if source in ("int8", "int16") and dest == "int32" and not per_channel:
+        return OpConfig(f"rescale_in/{source}", _basic(out))
+    return OpConfig(f"rescale/{source}->{dest}", _basic(out))
+
+
+def _elementwise_config(name: str, out: TensorType | None, args: list[TensorType | None]) -> OpConfig:
+    parts = name.split(".")
+    op = parts[1] if len(parts) >= 2 else name
+    if op in BINARY_OPS:
+        family = f"binary/{BINARY_OPS[op]}"
+        features = _basic(out)
+        broadcast = any(a is not None and out is not None and tuple(a.shape) != tuple(out.shape) for a in args)
+        features["broadcast_elements"] = features["elements"] if broadcast else 0.0
+        if parts[0] == "aten":  # before ExirToTosaPass: the rescales around it are not inserted yet
+            features["with_input_rescales"] = 2.0
+        return OpConfig(family, features)
+    if op == "RESCALE":
+        return _rescale_config(args[0] if args else None, out, per_channel=False)
+    if op == "CLAMP" or op in ATEN_CLAMPS:
+        return OpConfig(f"clamp/{dtype_name(out)}", _basic(out))
+    return OpConfig(f"generic/{dtype_name(out)}", _basic(out))
+
+
+def op_config(term: Term, out: TensorType | None, args: list[TensorType | None], target: str) -> OpConfig:
+    """The calibration family and features of one term on target (the one place that decides it)."""
+    if term.op == "Reshape":
+        return FREE
+    if term.op == "Transpose":
+        return _transpose_config(args[0] if args else None, out, tuple(term.attrs[0]), target_family(target))
+    if term.op == "Concat":
+        return _concat_config(out, args)
+    if term.op == "Slice":
+        return OpConfig(f"slice/{dtype_name(out)}", _basic(out))
+    if term.op == "Opaque" and not term.args:
+        return FREE
+    name = term.attrs[0].split("#", 1)[0]
+    if term.op == "Elementwise":
+        return _elementwise_config(name, out, args)
+    return _opaque_config(name, out, args)
+
+
+# ---------------------------------------------------------------- the model
+
+
+def vela_version() -> str:
+    from importlib.metadata import version
+
+    return version("ethos-u-vela")
+
+
+@dataclass
+class VelaCalibratedCost:
+    """Estimated NPU cycles of one e-node on target, from target's Vela calibration file.
+
+    See the module docstring for how each op is priced and what the model
+    does not see. `probe_vela`: compile U55 transposes outside the Arm
+    backend's always-supported region once with Vela to learn whether they
+    run (False: treat them as unsupported).
+    """
+
+    target: str
+    path: Path | None = None
+    probe_vela: bool = True
+    unit: str = field(init=False)
+    data: dict = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        path = self.path or calibration_path(self.target)
+        self.data = json.loads(Path(path).read_text())
+        if self.data.get("format_version") != FORMAT_VERSION:
+            raise ValueError(f"{path}: calibration format {self.data.get('format_version')}, expected {FORMAT_VERSION}")
+        if self.data["target"] != self.target:
+            raise ValueError(f"{path} calibrates {self.data['target']}, not {self.target}")
+        self.unit = f"estimated NPU cycles (Vela {self.data['vela_version']} calibration)"
+        self._models = self.data["models"]
+        self._feasibility = {_feasibility_key(*json.loads(k)): v for k, v in self.data.get("transpose_feasibility", {}).items()}
+
+    def cost(self, term: Term, out: TensorType | None, args: list[TensorType | None]) -> float:
+        return self.cost_of(op_config(term, out, args, self.target))
+
+    def cost_of(self, config: OpConfig) -> float:
+        if config.fixed is not None:
+            return config.fixed
+        if config.transpose is not None and not self.transpose_runs(*config.transpose):
+            return math.inf
+        model = self._model_for(config.family)
+        if model is None:
+            return float(config.features.get("elements", 1.0))
+        value = sum(c * config.features.get(f, 0.0) for f, c in zip(model["features"], model["coef"]))
+        extra = config.features.get("with_input_rescales", 0.0)
+        if extra:
+            rescale = self._model_for("rescale_in/int8")
+            if rescale is not None:
+                value += extra * sum(c * config.features.get(f, 0.0) for f, c in zip(rescale["features"], rescale["coef"]))
+        return max(0.0, value)
+
+    def _model_for(self, family: str) -> dict | None:
+        """The fitted model of family, else of the same op for int8, else the CLAMP proxy."""
+        if family in self._models:
+            return self._models[family]
+        kind = family.split("/", 1)[0]
+        for fallback in (f"{kind}/int8", f"isolated/clamp/{family.rsplit('/', 1)[-1]}", "isolated/clamp/int8"):
+            if fallback in self._models:
+                return self._models[fallback]
+        return None
+
+    def transpose_runs(self, shape: tuple[int, ...], perm: tuple[int, ...], dtype: str) -> bool:
+        """Whether Vela runs this transpose on the NPU of target."""
+        if target_family(self.target) != "u55" or not violates_u55_worst_case(shape):
+            return True
+        known = self._feasibility.get(_feasibility_key(shape, perm, dtype))
+        if known is not None:
+            return known
+        if not self.probe_vela:
+            return False
+        return _probe_transpose(self.target, tuple(shape), tuple(perm), dtype)
+
+
+def _feasibility_key(shape, perm, dtype: str) -> tuple:
+    return tuple(shape), tuple(perm), dtype
+
+
+@functools.lru_cache(maxsize=4096)
+def _probe_transpose(target: str, shape: tuple[int, ...], perm: tuple[int, ...], dtype: str) -> bool:
+    """Compile one TRANSPOSE with Vela for target; True if it runs on the NPU."""
+    from eqsat.extract.calibrate import Sample, build_tosa
+    from eqsat.vela import VelaError, estimate
+
+    graph, _ = build_tosa([Sample("transpose", {"shape": list(shape), "perm": list(perm), "dtype": dtype})])
+    try:
+        return estimate(graph, target).cpu_ops == 0
+    except VelaError:
+        return False

@@ -1,0 +1,97 @@
+"""eqsat calibrate: micro-benchmarks compiled by the pinned Vela, fitted, written, and resumed."""
+
+import json
+
+import pytest
+
+from eqsat.extract import calibrate
+from eqsat.extract.calibrate import Sample
+from eqsat.extract.vela_cost import VelaCalibratedCost, transpose_passes, vela_version
+from eqsat.vela import LayerCycles
+
+TARGET = "ethos-u85-256"
+TABLES = [Sample("table", {"shape": shape, "dtype": "int8"}) for shape in ([1, 8, 8, 16], [1, 16, 16, 16], [1, 16, 32, 32], [1, 32, 32, 48])]
+
+
+@pytest.fixture(scope="module")
+def round_trip(tmp_path_factory):
+    """Four TABLE samples calibrated against real Vela into a temporary directory."""
+    root = tmp_path_factory.mktemp("calibration")
+    data = calibrate.calibrate(TARGET, workdir=root / "work", jobs=2, out=root / f"{TARGET}.json", progress=False, samples=TABLES)
+    return root, data
+
+
+def test_calibrated_model_predicts_the_measured_samples(round_trip):
+    root, _ = round_trip
+    records = calibrate.load_cache(root / "work" / TARGET / "samples.jsonl", vela_version())
+    model = VelaCalibratedCost(TARGET, path=root / f"{TARGET}.json")
+    for sample in TABLES:
+        measured = records[sample.key]["cycles"]
+        predicted = model.cost_of(calibrate.sample_config(sample, TARGET))
+        assert measured > 0
+        assert predicted == pytest.approx(measured, rel=0.15)
+
+
+def test_data_file_records_vela_version_target_and_system_config(round_trip):
+    root, data = round_trip
+    written = json.loads((root / f"{TARGET}.json").read_text())
+    assert written == data
+    assert written["vela_version"] == vela_version()
+    assert written["target"] == TARGET
+    assert written["system_config"] == "Ethos_U85_SYS_DRAM_Mid"
+    assert written["memory_mode"] == "Sram_Only"
+    model = written["models"]["table/int8"]
+    assert model["n"] == 4 and model["r2"] > 0.9 and model["mape"] < 15
+
+
+def test_a_second_run_resumes_from_the_cache_without_vela(round_trip, monkeypatch):
+    root, data = round_trip
+
+    def no_vela(*_args, **_kwargs):
+        raise AssertionError("every sample is cached: Vela must not run")
+
+    monkeypatch.setattr(calibrate, "measure_batch", no_vela)
+    again = calibrate.calibrate(TARGET, workdir=root / "work", out=root / "again.json", progress=False, samples=TABLES)
+    assert again["models"] == data["models"]
+    assert len((root / "work" / TARGET / "samples.jsonl").read_text().splitlines()) == len(TABLES)
+
+
+def test_torn_cache_lines_are_skipped(tmp_path):
+    cache = tmp_path / "samples.jsonl"
+    cache.write_text('{"key": "a", "vela": "%s", "status": "ok"}\n{"key": "b", "ve' % vela_version())
+    assert list(calibrate.load_cache(cache, vela_version())) == ["a"]
+
+
+def test_layers_are_attributed_to_the_sample_and_op_that_caused_them():
+    graph, layouts = calibrate.build_tosa(
+        [
+            Sample("transpose", {"shape": [1, 4, 4, 8], "perm": [0, 3, 1, 2], "dtype": "int8"}),
+            Sample("rescale", {"shape": [1, 4, 4, 8], "source": "int8", "dest": "int32", "per_channel": False, "scale": "unit"}),
+        ]
+    )
+    assert graph
+    transpose_out = next(iter(layouts[0].producer))
+    rescale_in = next(t for t in layouts[1].consumer if "_in" in t)
+    rescale_out = next(iter(layouts[1].producer))
+    layers = [
+        LayerCycles("#12", "Transpose", "Transpose", 5, 5),
+        LayerCycles(transpose_out, "Transpose", "Transpose", 7, 7),
+        LayerCycles(f"{rescale_in}_int32", "Add", "Rescale", 11, 11),
+        LayerCycles(rescale_out, "Mul", "Rescale", 13, 13),
+    ]
+    assert calibrate._attribute(layers, layouts) == [{"op": 12}, {"op": 24}]
+    assert calibrate._attribute([LayerCycles("const_values_int32", "Add", "Rescale", 1, 1)], layouts) is None
+
+
+def test_heldout_shapes_are_not_fitted():
+    fit_keys = {s.key for s in calibrate.grid("ethos-u55-128", "fit", 0.2)}
+    heldout = calibrate.grid("ethos-u55-128", "heldout", 0.2)
+    assert heldout and not fit_keys & {s.key for s in heldout}
+
+
+def test_transpose_passes_follow_vela_per_generation():
+    nhwc_to_nchw = ((1, 16, 16, 32), (0, 3, 1, 2))
+    assert len(transpose_passes(*nhwc_to_nchw, "u85")) == 1  # any 3D permutation natively
+    assert len(transpose_passes(*nhwc_to_nchw, "u55")) == 2  # two axis swaps
+    assert len(transpose_passes((4, 8, 16, 32), (3, 2, 1, 0), "u55")) == 6
+    assert transpose_passes((1, 8, 1, 4), (2, 1, 0, 3), "u55") == []  # only unit axes move

@@ -1,0 +1,93 @@
+"""VelaCalibratedCost prices terms in estimated NPU cycles from the committed calibration data."""
+
+import json
+import math
+
+import pytest
+
+from eqsat.bridge_fx import TensorType, Term
+from eqsat.extract.cost import ElementTrafficCost, cost_model_for
+from eqsat.extract.vela_cost import VelaCalibratedCost, calibration_path, has_calibration, vela_version
+
+TARGETS = ["ethos-u55-128", "ethos-u85-256"]
+
+
+def tt(shape, dtype="int8"):
+    return TensorType(tuple(shape), f"torch.{dtype}")
+
+
+def transpose(shape, perm, dtype="int8"):
+    out = [shape[p] for p in perm]
+    return Term("Transpose", (0,), (tuple(perm),)), tt(out, dtype), [tt(shape, dtype)]
+
+
+@pytest.fixture(scope="module", params=TARGETS)
+def model(request):
+    return VelaCalibratedCost(request.param)
+
+
+def test_every_default_target_is_calibrated_with_the_pinned_vela():
+    for target in TARGETS:
+        data = json.loads(calibration_path(target).read_text())
+        assert data["target"] == target
+        assert data["vela_version"] == vela_version()
+        assert data["system_config"] and data["memory_mode"]
+
+
+def test_unit_names_the_vela_version(model):
+    assert model.unit == f"estimated NPU cycles (Vela {vela_version()} calibration)"
+
+
+def test_reshape_is_free(model):
+    assert model.cost(Term("Reshape", (0,), ((1, 256, 32),)), tt([1, 256, 32]), [tt([1, 16, 16, 32])]) == 0
+
+
+def test_leaves_are_free(model):
+    assert model.cost(Term("Opaque", (), ("x#0",)), tt([1, 8]), []) == 0
+    assert model.cost(Term("Opaque", (), ("tosa.CONST_SHAPE.default#3",)), None, []) == 0
+
+
+def test_a_transpose_costs_finite_positive_cycles(model):
+    cost = model.cost(*transpose([1, 16, 16, 32], [0, 3, 1, 2]))
+    assert 0 < cost < math.inf
+
+
+def test_bigger_transposes_cost_more(model):
+    assert model.cost(*transpose([1, 32, 32, 32], [0, 3, 1, 2])) > model.cost(*transpose([1, 8, 8, 32], [0, 3, 1, 2]))
+
+
+def test_u55_pays_more_than_u85_for_a_rank_5_reversal():
+    term = transpose([2, 3, 4, 5, 6], [4, 3, 2, 1, 0])
+    assert VelaCalibratedCost("ethos-u55-128").cost(*term) > 0
+    assert VelaCalibratedCost("ethos-u85-256").cost(*term) > 0
+
+
+def test_a_transpose_u55_cannot_run_is_infinite():
+    model = VelaCalibratedCost("ethos-u55-128", probe_vela=False)
+    rejected = [json.loads(k) for k, ok in model.data["transpose_feasibility"].items() if not ok]
+    assert rejected, "calibration found no transpose that Vela rejects on U55"
+    for shape, perm, dtype in rejected:
+        assert model.cost(*transpose(shape, perm, dtype)) == math.inf
+
+
+def test_ranks_beyond_the_tosa_profile_are_infinite(model):
+    assert model.cost(*transpose([2] * 7, [6, 5, 4, 3, 2, 1, 0])) == math.inf
+
+
+def test_conv_output_rescale_is_fused_into_the_conv(model):
+    per_channel = Term("Opaque", (0,), ("tosa.RESCALE.default#1",))
+    assert model.cost(per_channel, tt([1, 8, 8, 16]), [tt([1, 8, 8, 16], "int32")]) == 0
+    conv = Term("Opaque", (0, 1, 2), ("tosa.CONV2D.default#2",))
+    args = [tt([1, 8, 8, 16]), tt([16, 3, 3, 16]), tt([16], "int32")]
+    assert model.cost(conv, tt([1, 8, 8, 16], "int32"), args) > 0
+
+
+def test_cost_model_for_uses_the_calibration_where_there_is_one():
+    assert has_calibration("ethos-u55-128")
+    assert isinstance(cost_model_for("ethos-u55-128"), VelaCalibratedCost)
+    assert isinstance(cost_model_for("ethos-u85-256"), VelaCalibratedCost)
+
+
+def test_cost_model_for_falls_back_for_an_uncalibrated_target():
+    assert not has_calibration("ethos-u55-32")
+    assert isinstance(cost_model_for("ethos-u55-32"), ElementTrafficCost)
