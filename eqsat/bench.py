@@ -2,7 +2,8 @@
 
 Each model x target runs in its own process (a crash loses one row, not the
 run) and leaves its row as JSON under `<out>/runs/`; a rerun skips rows that
-exist, so an interrupted run resumes. The rows are then gathered into
+exist and were measured with the current calibration file of their target, so
+an interrupted run resumes. The rows are then gathered into
 `results.json`, a markdown table `results.md` and PNG charts.
 """
 
@@ -18,6 +19,7 @@ from tqdm import tqdm
 
 from benchmarks.zoo import get
 from eqsat.compare import compare
+from eqsat.extract import vela_cost
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402  (after choosing the headless backend)
@@ -36,6 +38,11 @@ def _row_path(out: Path, model: str, target: str) -> Path:
     return out / "runs" / f"{model}__{target}.json"
 
 
+def _is_current(row_path: Path, target: str) -> bool:
+    """The row exists and was measured with target's current cost-model calibration."""
+    return row_path.exists() and json.loads(row_path.read_text()).get("calibration") == vela_cost.calibration_digest(target)
+
+
 def run(models: list[str], targets: list[str], out: Path, *, fresh: bool = False) -> list[dict]:
     """Measure every model on every target, each in its own process; returns the rows."""
     (out / "runs").mkdir(parents=True, exist_ok=True)
@@ -45,7 +52,7 @@ def run(models: list[str], targets: list[str], out: Path, *, fresh: bool = False
         for model, target in progress:
             progress.set_postfix_str(f"{model} {target}")
             row_path = _row_path(out, model, target)
-            if row_path.exists() and not fresh:
+            if not fresh and _is_current(row_path, target):
                 continue
             worker = subprocess.run(
                 [sys.executable, "-m", "eqsat.bench", model, target, str(row_path)],
@@ -66,12 +73,24 @@ def _change(before: int, after: int) -> str:
     return f"{100.0 * (after - before) / before:+.1f}%"
 
 
+def _estimate(row: dict) -> str:
+    """The cost model's totals before and after, with their errors against Vela's cycles_npu."""
+    before = sum(r["cost_before"] for r in row["reports"])
+    after = sum(r["cost_after"] for r in row["reports"])
+    if not row["reports"]:
+        return "n/a"
+    return (
+        f"{before:.0f} ({_change(row['stock']['cycles_npu'], before)}) → "
+        f"{after:.0f} ({_change(row['optimized']['cycles_npu'], after)})"
+    )
+
+
 def markdown_table(rows: list[dict]) -> str:
     """The headline table: Vela NPU cycles before and after, per model and target."""
     lines = [
         "| model | target | NPU cycles stock | NPU cycles eqsat | change | data-movement cycles stock → eqsat "
-        "| TOSA ops stock → eqsat | rules fired | eqsat time / lowering | bit-exact |",
-        "|---|---|---:|---:|---:|---|---|---|---:|---|",
+        "| TOSA ops stock → eqsat | cost model stock → eqsat (error vs Vela) | rules fired | eqsat time / lowering | bit-exact |",
+        "|---|---|---:|---:|---:|---|---|---|---|---:|---|",
     ]
     for row in rows:
         stock, optimized = row["stock"], row["optimized"]
@@ -86,7 +105,7 @@ def markdown_table(rows: list[dict]) -> str:
             f"| {_change(stock['cycles_npu'], optimized['cycles_npu'])} "
             f"| {stock['data_movement_cycles']} → {optimized['data_movement_cycles']} "
             f"| {sum(stock['tosa_ops'].values())} → {sum(optimized['tosa_ops'].values())} "
-            f"| {fired_text} | {100 * share:.1f}% | {'yes' if row['bit_exact'] else 'NO: ' + str(row['mismatch'])} |"
+            f"| {_estimate(row)} | {fired_text} | {100 * share:.1f}% | {'yes' if row['bit_exact'] else 'NO: ' + str(row['mismatch'])} |"
         )
     return "\n".join(lines) + "\n"
 

@@ -26,7 +26,7 @@ def _bench(arguments: argparse.Namespace) -> int:
 
 
 def _calibrate(arguments: argparse.Namespace) -> int:
-    from eqsat.extract import calibrate, vela_cost
+    from eqsat.extract import calibrate, calibration_report, vela_cost
 
     arguments.workdir = arguments.workdir or calibrate.DEFAULT_WORKDIR
     if not arguments.target and not arguments.report:
@@ -38,7 +38,7 @@ def _calibrate(arguments: argparse.Namespace) -> int:
         print(f"{target}: {statuses} in {data['seconds'] / 60:.1f} min -> {vela_cost.calibration_path(target)}")
     if arguments.report:
         targets = arguments.target or [t for t in calibrate.DEFAULT_TARGETS if vela_cost.has_calibration(t)]
-        path = calibrate.write_report(targets, arguments.workdir, jobs=arguments.jobs)
+        path = calibration_report.write_report(targets, arguments.workdir, jobs=arguments.jobs)
         print(f"report: {path}")
     return 0
 

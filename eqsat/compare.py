@@ -19,6 +19,7 @@ from tosa.TosaGraph import TosaGraph
 
 import eqsat
 from eqsat import lowering, validate, vela
+from eqsat.extract import vela_cost
 
 DATA_MOVEMENT_OPERATORS = frozenset({"Transpose", "Concat", "Slice", "Reshape", "MemoryCopy", "Pad", "Tile"})
 """Vela per-layer `Original Operator`s that only move data."""
@@ -48,6 +49,8 @@ class Comparison:
     stock: Measurement
     optimized: Measurement
     reports: list[dict] = field(default_factory=list)
+    calibration: str = ""
+    """Digest of the cost model's calibration file for target (eqsat.extract.vela_cost.calibration_digest)."""
     bit_exact: bool = False
     mismatch: str | None = None
 
@@ -115,6 +118,7 @@ def compare(
             stock=measure(stock, _fresh(root / "vela-stock")),
             optimized=measure(optimized, _fresh(root / "vela-eqsat")),
             reports=reports,
+            calibration=vela_cost.calibration_digest(target),
         )
         try:
             validate.assert_lowerings_equivalent(stock, optimized)

@@ -87,6 +87,7 @@ fix that.
 from __future__ import annotations
 
 import functools
+import hashlib
 import json
 import math
 from dataclasses import dataclass, field
@@ -107,6 +108,12 @@ def calibration_path(target: str) -> Path:
 
 def has_calibration(target: str) -> bool:
     return calibration_path(target).exists()
+
+
+def calibration_digest(target: str) -> str:
+    """A short hash of target's calibration file ("" when target is not calibrated)."""
+    path = calibration_path(target)
+    return hashlib.sha256(path.read_bytes()).hexdigest()[:16] if path.exists() else ""
 
 
 def target_family(target: str) -> str:

@@ -1,0 +1,66 @@
+"""eqsat bench: resuming, and the headline table's honesty (regressions shown, estimates beside Vela)."""
+
+import json
+import subprocess
+
+from eqsat import bench
+from eqsat.extract import vela_cost
+
+TARGET = "ethos-u55-128"
+
+
+def measurement(cycles: int) -> dict:
+    return {
+        "delegates": 1,
+        "cpu_ops": [],
+        "cycles_npu": cycles,
+        "cycles_total": cycles + 100,
+        "data_movement_cycles": cycles // 4,
+        "tosa_ops": {"TRANSPOSE": 2, "CONV2D": 1},
+        "lowering_seconds": 10.0,
+    }
+
+
+def row(model: str, stock: int, optimized: int, calibration: str) -> dict:
+    report = {"rules_fired": {"transpose-compose": 3}, "cost_before": 900.0, "cost_after": 1100.0, "phase_seconds": {"saturate": 1.0}}
+    return {
+        "model": model,
+        "target": TARGET,
+        "stock": measurement(stock),
+        "optimized": measurement(optimized),
+        "reports": [report],
+        "calibration": calibration,
+        "bit_exact": True,
+        "mismatch": None,
+        "eqsat_seconds": 1.0,
+    }
+
+
+def test_table_shows_a_regression_and_the_estimate_against_vela():
+    table = bench.markdown_table([row("m", 1000, 1200, "x")])
+    line = table.splitlines()[2]
+    assert "| 1000 | 1200 | +20.0% |" in line
+    assert "900 (-10.0%) → 1100 (-8.3%)" in line
+    assert "transpose-compose ×3" in line and "10.0%" in line
+
+
+def test_a_rerun_measures_only_missing_rows_and_rows_of_another_calibration(tmp_path, monkeypatch):
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    current = vela_cost.calibration_digest(TARGET)
+    (runs / f"kept__{TARGET}.json").write_text(json.dumps(row("kept", 1, 1, current)))
+    (runs / f"stale__{TARGET}.json").write_text(json.dumps(row("stale", 1, 1, "an older calibration")))
+    measured = []
+
+    def worker(command, **_kwargs):
+        model, target, path = command[-3:]
+        measured.append(model)
+        with open(path, "w") as out:
+            json.dump(row(model, 2, 2, current), out)
+        return subprocess.CompletedProcess(command, 0, "", "")
+
+    monkeypatch.setattr(bench.subprocess, "run", worker)
+    rows = bench.run(["kept", "stale", "new"], [TARGET], tmp_path)
+    assert measured == ["stale", "new"]
+    assert [r["model"] for r in rows] == ["kept", "stale", "new"]
+    assert [r["stock"]["cycles_npu"] for r in rows] == [1, 2, 2]
