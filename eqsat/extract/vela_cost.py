@@ -51,6 +51,14 @@ What each op costs
     convolution and costs 0; the convolution's fit includes it.
   * RESCALE int8 -> int8 and the other directions are priced as measured
     alone.
+- Data movement on int32 tensors (TRANSPOSE, CONCAT, SLICE): in the Arm
+  backend's graphs an int32 tensor is an accumulator between a CONV2D,
+  MATMUL or ADD and the RESCALE that brings it back to int8. Vela fuses that
+  RESCALE into the producer, unless data movement sits in between: then the
+  producer writes int32 and the RESCALE runs alone. Such an op is charged
+  that standalone RESCALE on top of its own cost (measured alone). Without
+  this a rewrite that moves a transpose in front of an output RESCALE looked
+  free to the model and cost +182% NPU cycles on Ethos-U55.
 - TABLE: fitted per dtype, measured alone (an int16 table is 6 passes on U55).
 - Opaque compute ops that rules never rewrite get proxies measured on a
   small grid (each with its output rescale): CONV2D and DEPTHWISE_CONV2D
@@ -235,6 +243,9 @@ class OpConfig:
     fixed: float | None = None
     transpose: tuple | None = None
 
+
+ACCUMULATOR_MOVES = frozenset({"Transpose", "Concat", "Slice"})
+"""Data movement that, on an int32 tensor, sits between an accumulating producer and its output RESCALE."""
 
 FREE = OpConfig("free", fixed=0.0)
 INFEASIBLE = OpConfig("infeasible", fixed=math.inf)
@@ -444,7 +455,17 @@ class VelaCalibratedCost:
         self._feasibility = {_feasibility_key(*json.loads(k)): v for k, v in self.data.get("transpose_feasibility", {}).items()}
 
     def cost(self, term: Term, out: TensorType | None, args: list[TensorType | None]) -> float:
-        return self.cost_of(op_config(term, out, args, self.target))
+        value = self.cost_of(op_config(term, out, args, self.target))
+        if term.op in ACCUMULATOR_MOVES and dtype_name(out) == "int32" and math.isfinite(value):
+            value += self.standalone_rescale(out)
+        return value
+
+    def standalone_rescale(self, accumulator: TensorType | None) -> float:
+        """What an int32 -> int8 RESCALE of accumulator costs when Vela cannot fuse it into its producer (measured alone)."""
+        model = self._models.get("isolated/rescale/int32->int8")
+        if model is None:
+            return 0.0
+        return max(0.0, sum(c * _basic(accumulator).get(f, 0.0) for f, c in zip(model["features"], model["coef"])))
 
     def cost_of(self, config: OpConfig) -> float:
         if config.fixed is not None:
