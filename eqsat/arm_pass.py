@@ -45,16 +45,20 @@ class EqsatPass(ExportPass):
     Identity: the output graph computes bit-identical outputs. Does not apply
     (returns the graph unchanged) when nothing cheaper is found or anything
     fails; the reason is in the report. Options are those of `eqsat.optimize`.
+    keep_inputs: keep a copy of every graph the pass is given, in
+    `input_graphs` (for rule authors: the graph exactly as the pipeline hands it over).
     """
 
     _passes_required_after: set = set()
 
-    def __init__(self, target: str | None = None, **options) -> None:
+    def __init__(self, target: str | None = None, *, keep_inputs: bool = False, **options) -> None:
         super().__init__()
         self.target = check_target(target) if target is not None else None
         Options.from_kwargs(**options)
         self.options = options
         self.reports: list[Report] = []
+        self.keep_inputs = keep_inputs
+        self.input_graphs: list[fx.GraphModule] = []
 
     def resolve_target(self) -> str:
         target = self.target or _compiling_target.get()
@@ -65,6 +69,8 @@ class EqsatPass(ExportPass):
         return target
 
     def call(self, graph_module: fx.GraphModule) -> PassResult:
+        if self.keep_inputs:
+            self.input_graphs.append(_copy_graph(graph_module))
         optimized, report = optimize(graph_module, self.resolve_target(), **self.options)
         self.reports.append(report)
         _reports.append(report)
@@ -73,6 +79,13 @@ class EqsatPass(ExportPass):
         graph_module.graph = optimized.graph
         graph_module.recompile()
         return PassResult(graph_module, True)
+
+
+def _copy_graph(graph_module: fx.GraphModule) -> fx.GraphModule:
+    """A new graph module with a copy of the graph (node meta shallow-copied), sharing the attributes."""
+    graph = fx.Graph()
+    graph.output(graph.graph_copy(graph_module.graph, {}))
+    return fx.GraphModule(graph_module, graph)
 
 
 @functools.wraps(_original_preprocess)
@@ -84,18 +97,22 @@ def _preprocess_noting_target(edge_program, compile_specs):
         _compiling_target.reset(token)
 
 
-def install(target: str | None = None, *, before: str = "EnsureUniqueOutputNodesPass", **options) -> EqsatPass:
+def install(
+    target: str | None = None, *, before: str = "EnsureUniqueOutputNodesPass", keep_inputs: bool = False, **options
+) -> EqsatPass:
     """Add EqsatPass to every Arm pipeline built from now on; returns the pass.
 
     target: a Vela accelerator configuration (ethos-u55-32 ... ethos-u85-2048),
     or None to take it from the Ethos-U compile spec of each lowering.
     before: the pass to run just before ("EnsureUniqueOutputNodesPass" or
     "ExirToTosaPass").
+    keep_inputs: the pass keeps a copy of each graph it is given, in
+    `input_graphs` (see EqsatPass).
     """
     if before not in INSERTION_POINTS:
         raise ValueError(f"before must be one of {sorted(INSERTION_POINTS)}, not {before!r}")
     uninstall()
-    eqsat_pass = EqsatPass(target, **options)
+    eqsat_pass = EqsatPass(target, keep_inputs=keep_inputs, **options)
     arm_pass_manager.register_pass_insertions_before(INSERTION_POINTS[before], [eqsat_pass])
     EthosUBackend.preprocess = staticmethod(_preprocess_noting_target)
     _installed.append(eqsat_pass)

@@ -1,4 +1,7 @@
-"""Hand-built FX graphs for bridge tests, with FakeTensor `val` meta like the Arm pipeline's."""
+"""Hand-built FX graphs for bridge tests, with FakeTensor `val` meta like the Arm pipeline's.
+
+The bit-exact comparison lives in eqsat.soundness and is re-exported here.
+"""
 
 from __future__ import annotations
 
@@ -11,6 +14,9 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.fx.node import map_aggregate
 
 from eqsat import bridge_fx
+from eqsat.soundness import assert_bit_identical, random_inputs
+
+__all__ = ["GraphBuilder", "assert_bit_identical", "random_inputs"]
 
 
 class GraphBuilder:
@@ -52,28 +58,3 @@ class GraphBuilder:
     def output(self, *slots: Any) -> fx.GraphModule:
         self.graph.output(tuple(slots))
         return fx.GraphModule(self.root, self.graph)
-
-
-def random_inputs(graph_module: fx.GraphModule, seed: int = 0) -> list[torch.Tensor]:
-    """Random int8 (or float) tensors for the placeholders, deterministic per seed."""
-    generator = torch.Generator().manual_seed(seed)
-    inputs = []
-    for node in graph_module.graph.nodes:
-        if node.op != "placeholder":
-            continue
-        val = node.meta["val"]
-        if val.dtype.is_floating_point:
-            inputs.append(torch.randn(tuple(val.shape), generator=generator, dtype=val.dtype))
-        else:
-            inputs.append(torch.randint(-128, 128, tuple(val.shape), generator=generator, dtype=val.dtype))
-    return inputs
-
-
-def assert_bit_identical(a: fx.GraphModule, b: fx.GraphModule, seed: int = 0) -> None:
-    """Both graphs give the same outputs, bit for bit, on the same random inputs."""
-    inputs = random_inputs(a, seed)
-    out_a, out_b = a(*inputs), b(*inputs)
-    assert len(out_a) == len(out_b)
-    for x, y in zip(out_a, out_b):
-        assert x.dtype == y.dtype and x.shape == y.shape
-        assert torch.equal(x, y)

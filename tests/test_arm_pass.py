@@ -7,7 +7,9 @@ import torch
 
 import eqsat
 from eqsat import lowering
+from eqsat.report import op_counts
 from executorch.backends.arm._passes import arm_pass_manager
+from tests.graphs import GraphBuilder
 
 
 class TwoBranchConcat(torch.nn.Module):
@@ -66,3 +68,15 @@ def test_install_rejects_an_unknown_insertion_point():
 def test_pass_without_target_outside_a_lowering_is_a_clear_error():
     with pytest.raises(ValueError, match="no target"):
         eqsat.EqsatPass().resolve_target()
+
+
+def test_keep_inputs_keeps_the_graph_the_pass_was_given():
+    g = GraphBuilder()
+    x = g.input("x", (1, 2, 3, 4))
+    there = g.call(torch.ops.aten.permute_copy.default, x, [0, 2, 3, 1])
+    gm = g.output(g.call(torch.ops.aten.permute_copy.default, there, [0, 3, 1, 2]))
+    eqsat_pass = eqsat.EqsatPass("ethos-u55-128", keep_inputs=True)
+    result = eqsat_pass(gm)
+    assert result.modified and op_counts(gm) == {}
+    (kept,) = eqsat_pass.input_graphs
+    assert op_counts(kept) == {"aten.permute_copy.default": 2}
