@@ -15,6 +15,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, fields
 from typing import Iterator
 
+from executorch.backends.arm.ethosu import EthosUCompileSpec
+from executorch.backends.arm.tosa.specification import TosaLoweringContext, get_context_spec
 from torch import fx
 
 from eqsat import bridge_fx, rules
@@ -79,6 +81,22 @@ def check_target(target: str) -> str:
     if target not in ACCELERATORS:
         raise ValueError(f"unknown target {target!r}; expected one of {', '.join(ACCELERATORS)}")
     return target
+
+
+@contextmanager
+def _tosa_lowering_context(target: str) -> Iterator[None]:
+    """The TOSA specification of target's compile spec, unless a lowering already set one.
+
+    TOSA dialect ops compute their FakeTensor meta only inside a TosaLoweringContext; the Arm
+    pipeline provides one, a direct call of optimize() on a TOSA graph does not.
+    """
+    try:
+        get_context_spec()
+    except RuntimeError:
+        with TosaLoweringContext(EthosUCompileSpec(target).tosa_spec):
+            yield
+    else:
+        yield
 
 
 @contextmanager
@@ -154,14 +172,15 @@ def optimize(graph_module: fx.GraphModule, target: str = "ethos-u55-128", **opti
     model = cost_models.cost_model_for(target)
     report.cost_unit = model.unit
     try:
-        with _phase(report, "load"):
-            loaded = bridge_fx.to_egraph(graph_module, merge_duplicates=parsed.merge_duplicates)
-        report.dialect = loaded.dialect
-        report.cost_before = original_cost(loaded, model)
-        optimized = _rebuild(loaded, model, parsed, report)
-        if optimized is not None:
-            with _phase(report, "check"):
-                _check_outputs(graph_module, optimized)
+        with _tosa_lowering_context(target):
+            with _phase(report, "load"):
+                loaded = bridge_fx.to_egraph(graph_module, merge_duplicates=parsed.merge_duplicates)
+            report.dialect = loaded.dialect
+            report.cost_before = original_cost(loaded, model)
+            optimized = _rebuild(loaded, model, parsed, report)
+            if optimized is not None:
+                with _phase(report, "check"):
+                    _check_outputs(graph_module, optimized)
     except Exception as error:  # noqa: BLE001 - the fail-safe: any failure keeps the original graph
         if parsed.strict:
             raise

@@ -120,3 +120,19 @@ def test_report_is_plain_data():
     assert data["target"] == "ethos-u55-128"
     assert set(data["phase_seconds"]) >= {"load", "saturate", "extract"}
     assert data["ops_before"]["aten.permute_copy.default"] == 1
+
+
+def test_a_tosa_graph_is_optimized_outside_the_arm_pipeline():
+    from executorch.backends.arm.tosa.specification import TosaLoweringContext, TosaSpecification
+    from executorch.exir.dialects._ops import ops as exir_ops
+
+    tosa = exir_ops.backend.tosa
+    g = GraphBuilder()
+    x = g.input("x", (1, 2, 3, 4))
+    with TosaLoweringContext(TosaSpecification.create_from_string("TOSA-1.0+INT+int16+int4+u55")):
+        y = g.call(tosa.TRANSPOSE.default, x, [0, 2, 3, 1])
+        gm = g.output(g.call(tosa.TRANSPOSE.default, y, [0, 3, 1, 2]))
+    result, report = eqsat.optimize(gm, target="ethos-u55-128")
+    assert report.fallback is None and report.changed
+    output = next(n for n in result.graph.nodes if n.op == "output")
+    assert [slot.op for slot in output.args[0]] == ["placeholder"]  # the inverse pair cancelled
