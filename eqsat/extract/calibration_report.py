@@ -22,7 +22,9 @@ from pathlib import Path
 import numpy as np
 
 from eqsat.extract import vela_cost
-from eqsat.extract.calibrate import DEFAULT_WORKDIR, chain_configs, grid, measure, observations, quality
+from eqsat.extract.calibrate import DEFAULT_WORKDIR, measure
+from eqsat.extract.calibration_fit import chain_configs, observations, quality
+from eqsat.extract.calibration_grid import grid
 from eqsat.extract.vela_cost import OpConfig
 
 REPORT_PATH = Path("benchmarks/results/calibration_report.md")

@@ -512,7 +512,7 @@ def _feasibility_key(shape, perm, dtype: str) -> tuple:
 @functools.lru_cache(maxsize=4096)
 def _probe_transpose(target: str, shape: tuple[int, ...], perm: tuple[int, ...], dtype: str) -> bool:
     """Compile one TRANSPOSE with Vela for target; True if it runs on the NPU."""
-    from eqsat.extract.calibrate import Sample, build_tosa
+    from eqsat.extract.calibration_graphs import Sample, build_tosa
     from eqsat.vela import VelaError, estimate
 
     graph, _ = build_tosa([Sample("transpose", {"shape": list(shape), "perm": list(perm), "dtype": dtype})])

@@ -5,7 +5,9 @@ import json
 import pytest
 
 from eqsat.extract import calibrate
-from eqsat.extract.calibrate import Sample
+from eqsat.extract.calibration_fit import sample_config
+from eqsat.extract.calibration_graphs import Sample, build_tosa
+from eqsat.extract.calibration_grid import grid
 from eqsat.extract.vela_cost import VelaCalibratedCost, transpose_passes, vela_version
 from eqsat.vela import LayerCycles
 
@@ -27,7 +29,7 @@ def test_calibrated_model_predicts_the_measured_samples(round_trip):
     model = VelaCalibratedCost(TARGET, path=root / f"{TARGET}.json")
     for sample in TABLES:
         measured = records[sample.key]["cycles"]
-        predicted = model.cost_of(calibrate.sample_config(sample, TARGET))
+        predicted = model.cost_of(sample_config(sample, TARGET))
         assert measured > 0
         assert predicted == pytest.approx(measured, rel=0.15)
 
@@ -63,7 +65,7 @@ def test_torn_cache_lines_are_skipped(tmp_path):
 
 
 def test_layers_are_attributed_to_the_sample_and_op_that_caused_them():
-    graph, layouts = calibrate.build_tosa(
+    graph, layouts = build_tosa(
         [
             Sample("transpose", {"shape": [1, 4, 4, 8], "perm": [0, 3, 1, 2], "dtype": "int8"}),
             Sample("rescale", {"shape": [1, 4, 4, 8], "source": "int8", "dest": "int32", "per_channel": False, "scale": "unit"}),
@@ -84,8 +86,8 @@ def test_layers_are_attributed_to_the_sample_and_op_that_caused_them():
 
 
 def test_heldout_shapes_are_not_fitted():
-    fit_keys = {s.key for s in calibrate.grid("ethos-u55-128", "fit", 0.2)}
-    heldout = calibrate.grid("ethos-u55-128", "heldout", 0.2)
+    fit_keys = {s.key for s in grid("ethos-u55-128", "fit", 0.2)}
+    heldout = grid("ethos-u55-128", "heldout", 0.2)
     assert heldout and not fit_keys & {s.key for s in heldout}
 
 

@@ -1,0 +1,341 @@
+"""Fitting the cost model's per-family linear models to measured calibration samples.
+
+Motivation
+----------
+`eqsat.extract.vela_cost.VelaCalibratedCost` prices an op as a linear
+function of features of its configuration, with one set of coefficients for
+each family and target. This module finds those coefficients from the
+samples that `eqsat.extract.calibrate` measured with Vela. It describes each
+sample through `vela_cost.op_config`, the same function the cost model uses,
+so fitting and pricing always agree on families and features.
+
+Overview
+--------
+1. `observations` turns one measured sample into observations (family,
+   features, cycles). A sample gives the cycles of the whole graph, or, for a
+   context, the cycles of the role that the context is about. Some families
+   only document:
+   - `isolated/` families are ops measured alone that are priced in context
+     (fused, folded, written in place);
+   - `context/` families are what one context costs.
+2. `fit` fits every family by non-negative least squares on its form's
+   features (`form_of`). Each sample is weighted by 1/cycles, so small and
+   large shapes count alike. The UNWEIGHTED families average over contexts
+   and are fitted unweighted.
+3. RESCALE, CLAMP and the int32 ADD/SUB/MUL are fitted jointly on whole
+   `module` graphs (`fit_jointly`): in those graphs, Vela's fusion decides
+   which op pays.
+4. `quality` gives the fit quality (n, R², mean absolute % error).
+   `transpose_feasibility` lists the large transposes that were probed and
+   whether Vela ran each one.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from eqsat.bridge_fx import TensorType, Term
+from eqsat.extract import vela_cost
+from eqsat.extract.calibration_graphs import Sample, conv_geometry, deserialize_node
+from eqsat.extract.vela_cost import OpConfig, op_config
+
+_PASS_KINDS = ("021", "102", "210", "120", "201")
+FORMS = {
+    # Ethos-U55: every pass is a 1x1 pooling; its cost depends on which axes it swaps.
+    "u55:transpose": ("one", "passes", *(f"moved_{k}" for k in _PASS_KINDS), *(f"rows_{k}" for k in _PASS_KINDS)),
+    # Ethos-U85: native passes whose cost follows brick-aligned reads and writes.
+    "u85:transpose": ("one", "passes", "moved", "padded_in", "padded_out", "rows_in", "rows_out"),
+    "concat": ("inputs", "elements", "rows"),
+    "conv2d": ("one", "macs", "elements", "in_elements", "weights"),
+    "depthwise_conv2d": ("one", "macs", "elements", "in_elements", "weights"),
+    "matmul": ("one", "macs", "elements", "in_elements"),
+    "avg_pool2d": ("one", "elements", "in_elements"),
+    "max_pool2d": ("one", "elements", "in_elements"),
+    "reduce_sum": ("one", "elements", "in_elements", "in_elements_last", "in_batched_elements"),
+    "reduce_max": ("one", "elements", "in_elements", "in_elements_last", "in_batched_elements"),
+    "resize": ("one", "elements", "in_elements"),
+}
+DEFAULT_FORM = ("one", "elements", "rows")
+
+
+def form_of(family: str, target: str) -> tuple[str, ...]:
+    """The features a family's model is fitted on (per target generation where they differ)."""
+    kind = family.split("/", 1)[0]
+    return FORMS.get(f"{vela_cost.target_family(target)}:{kind}", FORMS.get(kind, DEFAULT_FORM))
+
+
+def _tt(shape, dtype: str) -> TensorType:
+    return TensorType(tuple(shape), f"torch.{dtype}")
+
+
+def _term(op: str, arity: int, attrs: tuple = ()) -> Term:
+    return Term(op, tuple(range(arity)), attrs)
+
+
+def sample_config(sample: Sample, target: str) -> OpConfig:
+    """The op configuration a sample measures, through the cost model's own `op_config`."""
+    p, kind = sample.params, sample.kind
+
+    def opaque(name: str, out: TensorType, args: list[TensorType]) -> OpConfig:
+        return op_config(_term("Opaque", len(args), (f"tosa.{name}.default#0",)), out, args, target)
+
+    def elementwise(name: str, out: TensorType, args: list[TensorType]) -> OpConfig:
+        return op_config(_term("Elementwise", len(args), (f"tosa.{name}.default#0",)), out, args, target)
+
+    if kind == "transpose":
+        out = _tt([p["shape"][i] for i in p["perm"]], p["dtype"])
+        return op_config(_term("Transpose", 1, (tuple(p["perm"]),)), out, [_tt(p["shape"], p["dtype"])], target)
+    if kind == "concat":
+        out = list(p["shapes"][0])
+        out[p["axis"]] = sum(s[p["axis"]] for s in p["shapes"])
+        args = [_tt(s, p["dtype"]) for s in p["shapes"]]
+        return op_config(_term("Concat", len(args), (p["axis"],)), _tt(out, p["dtype"]), args, target)
+    if kind == "slice":
+        return op_config(_term("Slice", 1, (tuple(p["start"]), tuple(p["size"]))), _tt(p["size"], p["dtype"]), [_tt(p["shape"], p["dtype"])], target)
+    if kind in ("clamp",):
+        return elementwise("CLAMP", _tt(p["shape"], p["dtype"]), [_tt(p["shape"], p["dtype"])])
+    if kind == "table":
+        return opaque("TABLE", _tt(p["shape"], "int8" if p["dtype"] == "int8" else "int32"), [_tt(p["shape"], p["dtype"]), _tt([256], p["dtype"])])
+    if kind == "binary":
+        return elementwise(p["op"], _tt(p["shape"], "int32"), [_tt(p["shape"], "int32")] * 2)
+    if kind == "conv2d":
+        k = p["k"]
+        _, oh, ow = conv_geometry(p["h"], p["w"], k, p["stride"])
+        args = [_tt([1, p["h"], p["w"], p["cin"]], "int8"), _tt([p["cout"], k, k, p["cin"]], "int8"), _tt([p["cout"]], "int32")]
+        return opaque("CONV2D", _tt([1, oh, ow, p["cout"]], "int32"), args)
+    if kind == "depthwise_conv2d":
+        k = p["k"]
+        _, oh, ow = conv_geometry(p["h"], p["w"], k, p["stride"])
+        args = [_tt([1, p["h"], p["w"], p["c"]], "int8"), _tt([k, k, p["c"], 1], "int8"), _tt([p["c"]], "int32")]
+        return opaque("DEPTHWISE_CONV2D", _tt([1, oh, ow, p["c"]], "int32"), args)
+    if kind == "matmul":
+        args = [_tt([p["n"], p["h"], p["c"]], "int8"), _tt([p["n"], p["c"], p["w"]], "int8")]
+        return opaque("MATMUL", _tt([p["n"], p["h"], p["w"]], "int32"), args)
+    if kind in ("avg_pool2d", "max_pool2d"):
+        _, h, w, c = p["shape"]
+        _, oh, ow = conv_geometry(h, w, p["k"], p["stride"], same=False)
+        return opaque(kind.upper(), _tt([1, oh, ow, c], "int8"), [_tt(p["shape"], "int8")])
+    if kind in ("reduce_sum", "reduce_max"):
+        dtype = "int32" if kind == "reduce_sum" else "int8"
+        out = list(p["shape"])
+        out[p["axis"]] = 1
+        return opaque(kind.upper(), _tt(out, dtype), [_tt(p["shape"], dtype)])
+    if kind == "resize":
+        _, h, w, c = p["shape"]
+        return opaque("RESIZE", _tt([1, 2 * h, 2 * w, c], "int8"), [_tt(p["shape"], "int8")])
+    raise ValueError(f"no configuration for sample kind {kind!r}")
+
+
+@dataclass(frozen=True)
+class Observation:
+    family: str
+    features: dict
+    cycles: float
+    key: str
+
+
+def observations(record: dict, target: str) -> list[Observation]:
+    """What one measured sample says about the model families (documentation-only families start with 'isolated/' or 'context/')."""
+    if record["status"] != "ok":
+        return []
+    sample = Sample(record["kind"], record["params"], record["split"])
+    p, roles, total, key = sample.params, record["roles"], float(record["cycles"]), sample.key
+    kind = sample.kind
+    if kind == "rescale":
+        shape = _tt(p["shape"], p["dest"])
+        basic = {"one": 1.0, "elements": float(math.prod(p["shape"])), "rows": vela_cost.rows(shape)}
+        family = f"rescale/{p['source']}->{p['dest']}"
+        if (p["source"], p["dest"]) in (("int8", "int32"), ("int16", "int32")) or p["source"] == "int32" and p["dest"] in ("int8", "int16"):
+            family = "isolated/" + family + ("/per-channel" if p["per_channel"] else "")
+        return [Observation(family, basic, total, key)]
+    if kind == "binary":
+        config = sample_config(sample, target)
+        return [Observation("isolated/" + config.family, config.features, total, key)]
+    if kind == "ctx_concat":
+        config = sample_config(Sample("concat", {"shapes": p["shapes"], "axis": p["axis"], "dtype": "int8"}), target)
+        return [Observation(config.family, config.features, float(roles.get("concat", 0)), key)]
+    if kind in ("slice", "clamp", "concat"):  # priced in context (folded, fused, written in place); alone they only document
+        config = sample_config(sample, target)
+        return [Observation("isolated/" + config.family, config.features, total, key)]
+    if kind == "ctx_slice":
+        config = sample_config(Sample("slice", {"shape": p["shape"], "start": p["start"], "size": p["size"], "dtype": "int8"}), target)
+        return [
+            Observation(config.family, config.features, float(roles.get("slice", 0)), key),
+            Observation(f"context/slice-{p['consumer']}", {"one": 1.0}, float(roles.get("slice", 0)), key),
+        ]
+    if kind in ("ctx_chain", "module"):
+        return []  # fitted jointly, see fit_jointly
+    if kind in ("ctx_reshape", "ctx_transpose_conv"):
+        role = {"ctx_slice": "slice", "ctx_reshape": "reshape", "ctx_transpose_conv": "transpose"}[kind]
+        detail = p.get("consumer") or p.get("order") or ""
+        return [Observation(f"context/{role}-{detail}".rstrip("-"), {"one": 1.0}, float(roles.get(role, 0)), key)]
+    config = sample_config(sample, target)
+    if config.fixed is not None:
+        return []
+    return [Observation(config.family, config.features, total, key)]
+
+
+def _matrix(observations_: list[Observation], form: tuple[str, ...]) -> tuple[np.ndarray, np.ndarray]:
+    x = np.array([[o.features.get(f, 0.0) for f in form] for o in observations_], dtype=float)
+    y = np.array([o.cycles for o in observations_], dtype=float)
+    return x, y
+
+
+UNWEIGHTED = ("slice/", "concat/")
+"""Families that average over contexts (fused in some, not in others): fitted unweighted, so they predict the mean."""
+
+
+def fit_family(observations_: list[Observation], form: tuple[str, ...], weighted: bool = True) -> dict:
+    """Non-negative least squares of cycles on the form's features, each sample weighted by 1/cycles (unless not weighted)."""
+    from scipy.optimize import nnls
+
+    x, y = _matrix(observations_, form)
+    weight = 1.0 / np.maximum(y, max(1.0, 0.05 * float(np.median(y)) if len(y) else 1.0)) if weighted else np.ones(len(y))
+    if float(y.max(initial=0.0)) == 0.0:
+        coef = np.zeros(len(form))
+    else:
+        coef, _ = nnls(x * weight[:, None], y * weight)
+    return {"features": list(form), "coef": [float(c) for c in coef], **quality(x @ coef, y)}
+
+
+def quality(predicted: np.ndarray, measured: np.ndarray) -> dict:
+    """n, R² and mean absolute % error (over samples with nonzero measured cycles)."""
+    residual = float(((measured - predicted) ** 2).sum())
+    spread = float(((measured - measured.mean()) ** 2).sum()) if len(measured) else 0.0
+    nonzero = measured > 0
+    mape = float(np.mean(np.abs(predicted[nonzero] - measured[nonzero]) / measured[nonzero]) * 100) if nonzero.any() else 0.0
+    return {"n": int(len(measured)), "r2": 1.0 - residual / spread if spread > 0 else (1.0 if residual == 0 else 0.0), "mape": mape}
+
+
+JOINT_FORMS = {
+    "rescale_in/int8": ("elements", "batched_elements"),
+    "rescale_out/int8": ("elements", "batched_elements"),
+    "binary/ADD": ("elements", "broadcast_elements"),
+    "binary/SUB": ("elements", "broadcast_elements"),
+    "binary/MUL": ("elements", "rows", "broadcast_elements"),
+    "clamp/int8": ("elements",),
+}
+"""Families priced from whole graphs the Arm backend emitted (`module` bundles): Vela fuses each rescale
+or clamp into one neighbour or the other, or into none, depending on zero points, scales and neighbours.
+Hand-built `ctx_chain` graphs fuse far more than real ones; they are measured and scored, not fitted."""
+
+
+def chain_configs(sample: Sample, target: str) -> list[OpConfig]:
+    """The op configurations of a ctx_chain sample, through `op_config`."""
+    p = sample.params
+    shape = p["shape"]
+
+    def elementwise(name: str, out: TensorType, args: list[TensorType]) -> OpConfig:
+        return op_config(_term("Elementwise", len(args), (f"tosa.{name}.default#0",)), out, args, target)
+
+    configs = []
+    for op, other in zip(p["ops"], p["others"]):
+        configs.append(elementwise("RESCALE", _tt(shape, "int32"), [_tt(shape, "int8")]))
+        configs.append(elementwise("RESCALE", _tt(other, "int32"), [_tt(other, "int8")]))
+        configs.append(elementwise(op, _tt(shape, "int32"), [_tt(shape, "int32"), _tt(other, "int32")]))
+        configs.append(elementwise("RESCALE", _tt(shape, "int8"), [_tt(shape, "int32")]))
+    if p["clamp"]:
+        configs.append(elementwise("CLAMP", _tt(shape, "int8"), [_tt(shape, "int8")]))
+    return configs
+
+
+def _joint_row(configs: list[OpConfig], columns: list[tuple[str, str]]) -> np.ndarray:
+    row = np.zeros(len(columns))
+    index = {c: i for i, c in enumerate(columns)}
+    for config in configs:
+        for feature in JOINT_FORMS.get(config.family, ()):
+            row[index[(config.family, feature)]] += config.features.get(feature, 0.0)
+    return row
+
+
+def graph_configs(record: dict, target: str) -> list[OpConfig]:
+    """Every op configuration of a whole-graph sample (ctx_chain or module)."""
+    if record["kind"] == "ctx_chain":
+        return chain_configs(Sample(record["kind"], record["params"]), target)
+    return [op_config(*deserialize_node(node), target) for node in record["nodes"]]
+
+
+def _predict(models: dict[str, dict], config: OpConfig) -> float:
+    if config.fixed is not None:
+        return 0.0 if math.isinf(config.fixed) else config.fixed
+    model = models.get(config.family) or models.get(config.family.split("/", 1)[0] + "/int8")
+    if model is None:
+        return 0.0
+    return sum(c * config.features.get(f, 0.0) for f, c in zip(model["features"], model["coef"]))
+
+
+JOINT_SHRINK = 0.05
+
+
+def fit_jointly(records: list[dict], target: str, known: dict[str, dict]) -> dict[str, dict]:
+    """Fit JOINT_FORMS' families together: a graph's cycles = the sum of its ops' costs (NNLS, weights 1/cycles).
+
+    Ops of other families are priced with the `known` single-op models and subtracted first.
+    """
+    from scipy.optimize import nnls
+
+    graphs = [r for r in records if r["kind"] == "module" and r["status"] == "ok" and r["split"] == "fit"]
+    if not graphs:
+        return {}
+    columns = [(family, feature) for family, form in JOINT_FORMS.items() for feature in form]
+    configs = [graph_configs(r, target) for r in graphs]
+    x = np.array([_joint_row(c, columns) for c in configs])
+    offset = np.array([sum(_predict(known, k) for k in c if k.family not in JOINT_FORMS) for c in configs])
+    y = np.array([float(r["cycles"]) for r in graphs])
+    weight = 1.0 / np.maximum(y, 1.0)
+    a, b = x * weight[:, None], np.maximum(y - offset, 0.0) * weight
+    # Whole-graph totals do not say which of two ops that always occur together is the expensive one;
+    # a weak pull of the per-element coefficients towards each other (JOINT_SHRINK: the weighted error
+    # that a difference of one cycle per element costs) keeps NNLS from loading all cost on one family.
+    per_element = [i for i, (_, feature) in enumerate(columns) if feature == "elements"]
+    pulls = []
+    for i, j in itertools.combinations(per_element, 2):
+        row = np.zeros(len(columns))
+        row[i], row[j] = JOINT_SHRINK, -JOINT_SHRINK
+        pulls.append(row)
+    if pulls:
+        a, b = np.vstack([a, np.array(pulls)]), np.concatenate([b, np.zeros(len(pulls))])
+    coef, _ = nnls(a, b)
+    fit_quality = quality(x @ coef + offset, y)
+    models = {}
+    for family, form in JOINT_FORMS.items():
+        used = [i for i, (f, _) in enumerate(columns) if f == family]
+        present = int((x[:, used].sum(axis=1) > 0).sum())
+        source = f"joint over {len(graphs)} graphs lowered by the Arm backend"
+        models[family] = {"features": list(form), "coef": [float(coef[i]) for i in used], **fit_quality, "n": present, "fit": source}
+    return models
+
+
+def fit(records: list[dict], target: str) -> dict[str, dict]:
+    """Fitted models by family, from the fit-split records."""
+    by_family: dict[str, list[Observation]] = {}
+    for record in records:
+        if record["split"] != "fit":
+            continue
+        for o in observations(record, target):
+            by_family.setdefault(o.family, []).append(o)
+    models = {}
+    for family, obs in sorted(by_family.items()):
+        if family.startswith("context/"):
+            y = np.array([o.cycles for o in obs])
+            models[family] = {"features": ["one"], "coef": [float(y.mean())], "n": len(obs), "r2": None, "mape": None, "max": float(y.max())}
+            continue
+        models[family] = fit_family(obs, form_of(family, target), weighted=not family.startswith(UNWEIGHTED))
+    models.update(fit_jointly(records, target, models))
+    return models
+
+
+def transpose_feasibility(records: list[dict]) -> dict[str, bool]:
+    """Transposes Vela was asked to run outside the always-supported region, and whether it did."""
+    found = {}
+    for record in records:
+        if record["kind"] != "transpose" or not vela_cost.violates_u55_worst_case(tuple(record["params"]["shape"])):
+            continue
+        p = record["params"]
+        found[json.dumps([p["shape"], p["perm"], p["dtype"]])] = record["status"] == "ok"
+    return dict(sorted(found.items()))
