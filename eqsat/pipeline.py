@@ -23,6 +23,7 @@ from eqsat import bridge_fx, rules
 from eqsat.extract import cost as cost_models
 from eqsat.extract.egraph_view import EGraphView
 from eqsat.extract import EXTRACTORS, extract
+from eqsat.extract.greedy import reachable
 from eqsat.report import Report, op_counts
 
 logger = logging.getLogger("eqsat")
@@ -109,13 +110,15 @@ def _phase(report: Report, name: str) -> Iterator[None]:
 
 
 def original_cost(loaded: bridge_fx.Loaded, model: cost_models.CostModel) -> float:
-    """The cost of the graph as it is: every live node once."""
-    live = [n for n in loaded.nodes if n.users or n.op == "placeholder"]
-    total = 0.0
-    for node in live:
-        term = loaded.terms[loaded.index_of[node]]
-        total += model.cost(term, bridge_fx.tensor_type(node), [bridge_fx.tensor_type(loaded.nodes[a]) for a in term.args])
-    return total
+    """The cost of the graph as it is: every live node once, and the reshapes Vela keeps as copies."""
+    live = {loaded.index_of[n]: loaded.terms[loaded.index_of[n]] for n in loaded.nodes if n.users or n.op == "placeholder"}
+
+    def type_of(index: int) -> bridge_fx.TensorType | None:
+        return bridge_fx.tensor_type(loaded.nodes[index])
+
+    total = sum(model.cost(term, type_of(i), [type_of(a) for a in term.args]) for i, term in live.items())
+    outputs = [i for i in loaded.outputs if i is not None]
+    return total + cost_models.reshape_copies(live, outputs, type_of, model)
 
 
 def _check_outputs(original: fx.GraphModule, optimized: fx.GraphModule) -> None:
@@ -149,7 +152,9 @@ def _rebuild(
 
         roots = [view.class_of_node[i] for i in loaded.outputs if i is not None]
         extraction = extract(view.candidates, roots, term_cost, extractor=options.extractor)
-        selection, report.cost_after, report.extractor = extraction.selection, extraction.cost, extraction.extractor
+        selection, report.extractor = extraction.selection, extraction.extractor
+        extracted = {c: selection[c] for c in reachable(selection, roots)}
+        report.cost_after = extraction.cost + cost_models.reshape_copies(extracted, roots, view.types.get, model)
 
     accepted = report.cost_after < report.cost_before or (
         options.accept == "always" and report.cost_after <= report.cost_before

@@ -2,6 +2,13 @@
 
 Rules never mention cost; this file alone decides extraction.
 
+Per-node costs cannot see one context that matters: Vela 5.1 removes a
+RESHAPE as memory-only only when nothing else reads its input or its output;
+otherwise it runs a MemoryCopy (measured on tds-conv1d: exactly the 3 of 14
+reshapes with such fan-out were copies, 10552 of 102464 NPU cycles on U55).
+`reshape_copies` prices that on a whole graph: the original one, and the
+extracted one before the pass accepts it.
+
 `ElementTrafficCost` is the interim model, until the Vela-calibrated one
 lands: every op costs the elements it writes, except RESHAPE, which Vela
 removes as memory-only. It prefers fewer and smaller data movements and is
@@ -11,8 +18,9 @@ the same for every target, so its numbers are not Vela cycles.
 from __future__ import annotations
 
 import math
+from collections import Counter
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Callable, Hashable, Iterable, Protocol
 
 from eqsat.bridge_fx import TensorType, Term
 from eqsat.extract import vela_cost
@@ -24,6 +32,9 @@ class CostModel(Protocol):
 
     def cost(self, term: Term, out: TensorType | None, args: list[TensorType | None]) -> float:
         """The cost of computing term once, given its output and operand types (None: unknown)."""
+
+    def memory_copy(self, tensor: TensorType | None) -> float:
+        """The cost of copying tensor once (a RESHAPE that Vela cannot remove)."""
 
 
 @dataclass(frozen=True)
@@ -39,6 +50,9 @@ class ElementTrafficCost:
         elements = math.prod(out.shape) if out is not None else 1
         return 1.0 + elements
 
+    def memory_copy(self, tensor: TensorType | None) -> float:
+        return 1.0 + (math.prod(tensor.shape) if tensor is not None else 1)
+
 
 def cost_model_for(target: str) -> CostModel:
     """The cost model used for target: Vela-calibrated when eqsat/extract/calibration/<target>.json exists.
@@ -48,3 +62,24 @@ def cost_model_for(target: str) -> CostModel:
     if vela_cost.has_calibration(target):
         return vela_cost.VelaCalibratedCost(target)
     return ElementTrafficCost(target)
+
+
+def reshape_copies(
+    graph: dict[Hashable, Term],
+    roots: Iterable[Hashable],
+    type_of: Callable[[Hashable], TensorType | None],
+    model: CostModel,
+) -> float:
+    """What the RESHAPEs of graph that Vela keeps as MemoryCopy cost: those whose input or output has another reader.
+
+    graph maps each value to the term computing it (operands are values of graph or leaves); roots are
+    the graph outputs, each a reader of its value.
+    """
+    readers = Counter(roots)
+    for term in graph.values():
+        readers.update(term.args)
+    return sum(
+        model.memory_copy(type_of(value))
+        for value, term in graph.items()
+        if term.op == "Reshape" and (readers[value] > 1 or readers[term.args[0]] > 1)
+    )

@@ -24,8 +24,9 @@ graphs it measures, so fitting and prediction cannot drift apart.
 What each op costs
 ------------------
 - Leaves (placeholders, constants, CONST_SHAPE): 0.
-- RESHAPE: 0, Vela removes it as memory-only (a reshape between a graph
-  input and a graph output becomes a MemoryCopy; the model does not see that).
+- RESHAPE: 0, Vela removes it as memory-only, unless its input or its output
+  has another reader: then it is a MemoryCopy (`memory_copy`), which
+  `eqsat.extract.cost.reshape_copies` adds on whole graphs.
 - TRANSPOSE: the sum over the 3D swap passes that Vela's decomposition
   (a selection sort of the axes, as in regor) produces for this shape and
   permutation, fitted per dtype. Permutations that only move unit
@@ -459,6 +460,13 @@ class VelaCalibratedCost:
         if term.op in ACCUMULATOR_MOVES and dtype_name(out) == "int32" and math.isfinite(value):
             value += self.standalone_rescale(out)
         return value
+
+    def memory_copy(self, tensor: TensorType | None) -> float:
+        """A MemoryCopy of tensor: priced as a whole-tensor SLICE measured alone (Vela runs that as one)."""
+        model = self._models.get(f"isolated/slice/{dtype_name(tensor)}") or self._models.get("isolated/slice/int8")
+        if model is None:
+            return float(elements(tensor))
+        return max(0.0, sum(c * _basic(tensor).get(f, 0.0) for f, c in zip(model["features"], model["coef"])))
 
     def standalone_rescale(self, accumulator: TensorType | None) -> float:
         """What an int32 -> int8 RESCALE of accumulator costs when Vela cannot fuse it into its producer (measured alone)."""
