@@ -19,6 +19,7 @@ was given: TOSA dialect after `ExirToTosaPass`, edge ATen before it.
 
 from __future__ import annotations
 
+import math
 import os
 import tempfile
 from collections import defaultdict
@@ -50,7 +51,7 @@ class Term:
     `args` are node indices when the term is read from FX and e-class ids when
     it is read from the e-graph. `attrs` per op:
     Transpose (perm,), Concat (axis,), Slice (start, size), Reshape (shape,),
-    Opaque and Elementwise (key,).
+    Rescale (dtype, multipliers, shifts, in_zp, out_zp), Opaque and Elementwise (key,).
     """
 
     op: str
@@ -160,6 +161,40 @@ def _read_reshape(node: fx.Node, index: Callable[[fx.Node], int]) -> Term | None
     return Term("Reshape", (index(node.args[0]),), (shape,))
 
 
+RESCALE_DTYPES = ("torch.int8", "torch.int16", "torch.int32")
+
+
+def rescale_multipliers(scales: list[float]) -> tuple[tuple[int, ...], tuple[int, ...]] | None:
+    """The TOSA multipliers and shifts the Arm serializer derives from float scales (scale32), or None if it cannot."""
+    from executorch.backends.arm.operators.op_tosa_rescale import _compute_multiplier_and_shift
+
+    try:
+        multipliers, shifts = _compute_multiplier_and_shift([float(v) for v in scales], 32)
+    except (AssertionError, ValueError, OverflowError):
+        return None
+    return tuple(multipliers), tuple(shifts)
+
+
+def rescale_scales(multipliers: tuple[int, ...], shifts: tuple[int, ...]) -> list[float]:
+    """The float scales that serialize back to exactly these multipliers and shifts (multiplier * 2^-shift)."""
+    return [math.ldexp(m, -s) for m, s in zip(multipliers, shifts)]
+
+
+def _read_rescale(node: fx.Node, index: Callable[[fx.Node], int]) -> Term | None:
+    """A signed scale32 RESCALE; unsigned variants and unknown dtypes stay elementwise/opaque."""
+    x, out_dtype, scales, in_zp, out_zp = node.args[:5]
+    unsigned = any(node.kwargs.get(k, False) for k in ("input_unsigned", "output_unsigned")) or any(node.args[5:7])
+    x_val, shape = _tensor_val(x) if isinstance(x, fx.Node) else None, _static_shape(node)
+    if unsigned or x_val is None or shape is None or str(x_val.dtype) not in RESCALE_DTYPES:
+        return None
+    if str(out_dtype) not in RESCALE_DTYPES or not scales or (len(scales) > 1 and (not shape or len(scales) != shape[-1])):
+        return None
+    exact = rescale_multipliers(list(scales))
+    if exact is None:
+        return None
+    return Term("Rescale", (index(x),), (str(out_dtype), exact[0], exact[1], int(in_zp), int(out_zp)))
+
+
 MODELLED_OPS: dict[str, Reader] = {
     "tosa.TRANSPOSE.default": _read_transpose,
     "aten.permute_copy.default": _read_transpose,
@@ -171,6 +206,7 @@ MODELLED_OPS: dict[str, Reader] = {
     "aten.slice_copy.Tensor": _read_aten_slice,
     "tosa.RESHAPE.default": _read_reshape,
     "aten.view_copy.default": _read_reshape,
+    "tosa.RESCALE.default": _read_rescale,
 }
 """FX targets read as data-movement terms."""
 
@@ -292,6 +328,9 @@ def _fact_row(i: int, term: Term) -> tuple[str, list]:
         return f"Slice_{len(term.attrs[0])}", [i, *term.args, *term.attrs[0], *term.attrs[1]]
     if term.op == "Reshape":
         return f"Reshape_{len(term.attrs[0])}", [i, *term.args, *term.attrs[0]]
+    if term.op == "Rescale":
+        out_dtype, multipliers, shifts, in_zp, out_zp = term.attrs
+        return f"Rescale_{len(multipliers)}", [i, *term.args, out_dtype, *multipliers, *shifts, in_zp, out_zp]
     return f"{term.op}_{len(term.args)}", [i, term.attrs[0], *term.args]
 
 
@@ -315,6 +354,9 @@ def _build_rule(table: str) -> tuple[str, str]:
     elif op == "Reshape":
         dims = [f"d{k}" for k in range(n)]
         cols, body = ["x0", *dims], f"(Reshape (Node x0) {_vec(dims)})"
+    elif op == "Rescale":
+        ms, ss = [f"m{k}" for k in range(n)], [f"s{k}" for k in range(n)]
+        cols, body = ["x0", "key", *ms, *ss, "izp", "ozp"], f"(Rescale (Node x0) key {_vec(ms)} {_vec(ss)} izp ozp)"
     else:
         cols, body = ["key", *xs], f"({op} key {_vec(refs)})"
     sorts = ["i64"] + ["String" if c == "key" else "i64" for c in cols]
@@ -462,7 +504,7 @@ class _Emitter:
             return self._copy_original(original)
         if term.op in ("Opaque", "Elementwise"):
             return self._emit_from_prototype(term)
-        return self._emit_data_movement(term, self._source_node(eclass, term))
+        return self._emit_data_movement(term, self._source_node(eclass, term), eclass)
 
     def _copy_original(self, original: fx.Node) -> fx.Node:
         return self.graph.node_copy(
@@ -503,7 +545,7 @@ class _Emitter:
         node.meta[TosaSpecialDtype.meta_key()] = TosaSpecialDtype.SHAPE
         return node
 
-    def _emit_data_movement(self, term: Term, source: fx.Node) -> fx.Node:
+    def _emit_data_movement(self, term: Term, source: fx.Node, eclass: str) -> fx.Node:
         operands = [self.emitted[a] for a in term.args]
         x = operands[0]
         if term.op == "Transpose":
@@ -527,6 +569,15 @@ class _Emitter:
             )
         elif term.op == "Slice":
             node = self._aten_slices(x, term.attrs, source)
+        elif term.op == "Rescale":
+            out_dtype, multipliers, shifts, in_zp, out_zp = term.attrs
+            args = (x, getattr(torch, out_dtype.removeprefix("torch.")), rescale_scales(multipliers, shifts), in_zp, out_zp)
+            node = self._call(TOSA.RESCALE.default, args, {}, source)
+            original = self.first_node_of_class.get(eclass)
+            for key in ("input_qparams", "output_qparams"):
+                if original is not None and key in original.meta:
+                    node.meta[key] = original.meta[key]
+            return node
         elif term.op == "Reshape":
             shape = self._const_shape(term.attrs[0], source) if self.shapes_as_const_shape else list(term.attrs[0])
             target = TOSA.RESHAPE.default if self.loaded.dialect == "tosa" else self._aten("view_copy", "default")

@@ -17,7 +17,7 @@ from egglog import EGraph
 
 from eqsat.bridge_fx import Term, TensorType
 
-TENSOR_OPS = frozenset({"Opaque", "Elementwise", "Transpose", "Concat", "Slice", "Reshape"})
+TENSOR_OPS = frozenset({"Opaque", "Elementwise", "Transpose", "Concat", "Slice", "Reshape", "Rescale"})
 
 
 @dataclass
@@ -54,6 +54,9 @@ class EGraphView:
             if op == "Concat":
                 return Term(op, classes(children[0]), (int(nodes[children[1]]["op"]),))
             first = (nodes[children[0]]["eclass"],)
+            if op == "Rescale":
+                dtype_name, multipliers, shifts, in_zp, out_zp = (nodes[c]["op"] for c in children[1:])
+                return Term(op, first, (json.loads(dtype_name), ints(children[2]), ints(children[3]), int(in_zp), int(out_zp)))
             if op == "Slice":
                 return Term(op, first, (ints(children[1]), ints(children[2])))
             return Term(op, first, (ints(children[1]),))

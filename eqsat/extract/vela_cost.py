@@ -392,6 +392,8 @@ def op_config(term: Term, out: TensorType | None, args: list[TensorType | None],
         return _concat_config(out, args)
     if term.op == "Slice":
         return OpConfig(f"slice/{dtype_name(out)}", _basic(out))
+    if term.op == "Rescale":  # priced as when it was read as Elementwise (per-tensor) or Opaque (per-channel)
+        return _rescale_config(args[0] if args else None, out, per_channel=len(term.attrs[1]) > 1)
     if term.op == "Opaque" and not term.args:
         return FREE
     name = term.attrs[0].split("#", 1)[0]

@@ -18,6 +18,8 @@ x, t = var("x", Tensor), var("t", Tensor)
 parts = var("parts", Vec[Tensor])
 perm, start, size, new_shape, dims = (var(n, Vec[i64]) for n in ("perm", "start", "size", "new_shape", "dims"))
 axis = var("axis", i64)
+multipliers, shifts = var("multipliers", Vec[i64]), var("shifts", Vec[i64])
+in_zp, out_zp = var("in_zp", i64), var("out_zp", i64)
 element_type = var("element_type", String)
 
 analysis = ruleset(name="analysis")
@@ -43,6 +45,10 @@ def _data_movement_shapes():
     yield rule(eq(t).to(x.slice(start, size)), name="shape-slice").then(set_(shape(t)).to(size))
     # shape(reshape(x, s)) == s
     yield rule(eq(t).to(x.reshape(new_shape)), name="shape-reshape").then(set_(shape(t)).to(new_shape))
+    # shape(rescale(x, ...)) == shape(x)
+    yield rule(eq(t).to(x.rescale(element_type, multipliers, shifts, in_zp, out_zp)), eq(dims).to(shape(x)), name="shape-rescale").then(
+        set_(shape(t)).to(dims)
+    )
 
 
 @analysis.register
@@ -83,6 +89,8 @@ def _data_movement_dtypes():
     yield rule(eq(t).to(Tensor.concat(parts, axis)), eq(element_type).to(dtype(Tensor.element(parts, i64(0))))).then(
         set_(dtype(t)).to(element_type)
     )
+    # dtype(rescale(x, d, ...)) == d
+    yield rule(eq(t).to(x.rescale(element_type, multipliers, shifts, in_zp, out_zp))).then(set_(dtype(t)).to(element_type))
 
 
 @analysis.register
