@@ -126,11 +126,36 @@ def _read_transpose(node: fx.Node, index: Callable[[fx.Node], int]) -> Term | No
     return Term("Transpose", (index(x),), (tuple(_normalize_axis(p, rank) for p in perm),))
 
 
+def _output_qparams(node: Any) -> Any:
+    qparams = node.meta.get("output_qparams") if isinstance(node, fx.Node) else None
+    return qparams.get(0) if isinstance(qparams, dict) else None
+
+
+def requantizes_inputs(node: fx.Node) -> bool:
+    """Whether a concat's inputs are quantized differently from its output, so it is not pure data movement.
+
+    The Arm quantizer shares one qspec across a cat's inputs and output, but
+    FoldAndAnnotateQParamsPass keeps only the first input's qparams for the
+    whole list (`_merge_qparams`), so the node's own input_qparams cannot show
+    a mismatch: compare each input producer's output_qparams (and the folded
+    input_qparams) with the concat's output_qparams. Unknown qparams are no
+    evidence of a mismatch.
+    """
+    out = _output_qparams(node)
+    if out is None:
+        return False
+    folded = node.meta.get("input_qparams")
+    seen = [_output_qparams(part) for part in node.args[0]]
+    if isinstance(folded, dict):
+        seen.extend(folded.values())
+    return any(q is not None and q != out for q in seen)
+
+
 def _read_concat(node: fx.Node, index: Callable[[fx.Node], int]) -> Term | None:
     parts = node.args[0]
     axis = node.kwargs.get("axis", node.kwargs.get("dim", node.args[1] if len(node.args) > 1 else 0))
     shape = _static_shape(node)
-    if shape is None or not parts:
+    if shape is None or not parts or requantizes_inputs(node):
         return None
     return Term("Concat", tuple(index(p) for p in parts), (_normalize_axis(axis, len(shape)),))
 

@@ -413,3 +413,14 @@ def test_slice_of_concat_laws_are_sound(graph_module):
 @given(concat_slice_chains())
 def test_concat_slice_laws_are_sound(graph_module):
     Saturated(graph_module, concat_slice).assert_every_extraction_agrees()
+
+
+def test_slice_of_concat_does_not_fire_when_the_concat_requantizes_an_input():
+    """A concat whose inputs are quantized unlike its output is not data movement (the bridge reads it as opaque)."""
+    g = GraphBuilder()
+    a, b, c = three_inputs(g)
+    y = quantized(g.call(cat, [a, b, c], 1), 0.1, -1)  # shares a's qparams, not b's or c's
+    cut = quantized(g.call(slice_copy, y, 1, 3, 7), 0.1, -1)
+    s = Saturated(g.output(cut), concat_slice)
+    assert fired_any(s, "slice-of-concat") == 0
+    assert s.class_of(cut) != s.class_of(b)
