@@ -115,6 +115,20 @@ def _transpose_through_elementwise():
 
 
 @transpose.register
+def _transpose_through_slice():
+    start, size = var("start", Vec[i64]), var("size", Vec[i64])
+    # transpose(slice(x, start, size), p) == slice(transpose(x, p), start∘p, size∘p), where (v∘p)[i] = v[p[i]]
+    #   (the inverse of slice-through-transpose: together they only union existing classes, so saturation ends)
+    yield law(
+        "transpose-through-slice",
+        x.slice(start, size).transpose(p),
+        x.transpose(p).slice(p.map(start.__getitem__), p.map(size.__getitem__)),
+        *same_length(p, start),
+        *same_length(p, size),
+    )
+
+
+@transpose.register
 def _transpose_through_concat():
     for arity in range(2, MAX_CONCAT_ARITY + 1):
         items, binds = bound_parts(parts, arity, "part")
