@@ -51,7 +51,8 @@ class Term:
     `args` are node indices when the term is read from FX and e-class ids when
     it is read from the e-graph. `attrs` per op:
     Transpose (perm,), Concat (axis,), Slice (start, size), Reshape (shape,),
-    Rescale (dtype, multipliers, shifts, in_zp, out_zp), Opaque and Elementwise (key,).
+    Rescale (dtype, multipliers, shifts, in_zp, out_zp), Reduce (key, axis),
+    Opaque and Elementwise (key,).
     """
 
     op: str
@@ -258,6 +259,52 @@ ELEMENTWISE_OPS = frozenset(
 operands' elements at the same broadcast position."""
 
 
+REDUCE_OPS = frozenset(
+    {
+        "tosa.REDUCE_SUM.default",
+        "tosa.REDUCE_MAX.default",
+        "tosa.REDUCE_MIN.default",
+        "aten.sum.dim_IntList",
+        "aten.amax.default",
+        "aten.amin.default",
+    }
+)
+"""FX targets read as `Reduce`: one axis, the reduced dim kept with size 1."""
+
+
+def reduce_axis(node: fx.Node) -> int | None:
+    """The single kept-dim axis a reduction node reduces, or None if it is not of that form."""
+    x, shape = node.args[0], _static_shape(node)
+    if not isinstance(x, fx.Node) or shape is None or _static_shape(x) is None:
+        return None
+    if op_name(node.target).startswith("tosa."):
+        axis = node.kwargs.get("axis", node.args[1] if len(node.args) > 1 else None)
+    else:
+        dims = node.args[1] if len(node.args) > 1 else node.kwargs.get("dim")
+        keepdim = node.args[2] if len(node.args) > 2 else node.kwargs.get("keepdim", False)
+        if not keepdim or not isinstance(dims, (list, tuple)) or len(dims) != 1:
+            return None
+        axis = dims[0]
+    if not isinstance(axis, int) or len(shape) != len(_static_shape(x)):
+        return None
+    return _normalize_axis(axis, len(shape))
+
+
+def with_reduce_axis(node: fx.Node, axis: int) -> tuple[tuple, dict]:
+    """The args and kwargs of a copy of reduction node that reduces axis instead."""
+    args, kwargs = list(node.args), dict(node.kwargs)
+    if op_name(node.target).startswith("tosa."):
+        if "axis" in kwargs:
+            kwargs["axis"] = axis
+        else:
+            args[1] = axis
+    elif "dim" in kwargs:
+        kwargs["dim"] = [axis]
+    else:
+        args[1] = [axis]
+    return tuple(args), kwargs
+
+
 def _is_per_tensor_rescale(node: fx.Node) -> bool:
     return op_name(node.target) == "tosa.RESCALE.default" and len(node.args[2]) == 1
 
@@ -338,6 +385,8 @@ def read_node(
             return term
     full_key = _opaque_key(node, merge_duplicates)
     key = keys.setdefault(full_key, f"{name}#{len(keys)}")
+    if node.op == "call_function" and name in REDUCE_OPS and (axis := reduce_axis(node)) is not None:
+        return Term("Reduce", (index(node.args[0]),), (key, axis))
     is_elementwise = node.op == "call_function" and (name in ELEMENTWISE_OPS or _is_per_tensor_rescale(node))
     op = "Elementwise" if is_elementwise and _tensor_val(node) is not None else "Opaque"
     return Term(op, tuple(index(a) for a in _node_args(node)), (key,))
@@ -353,6 +402,8 @@ def _fact_row(i: int, term: Term) -> tuple[str, list]:
         return f"Slice_{len(term.attrs[0])}", [i, *term.args, *term.attrs[0], *term.attrs[1]]
     if term.op == "Reshape":
         return f"Reshape_{len(term.attrs[0])}", [i, *term.args, *term.attrs[0]]
+    if term.op == "Reduce":
+        return "Reduce_1", [i, term.attrs[0], *term.args, term.attrs[1]]
     if term.op == "Rescale":
         out_dtype, multipliers, shifts, in_zp, out_zp = term.attrs
         return f"Rescale_{len(multipliers)}", [i, *term.args, out_dtype, *multipliers, *shifts, in_zp, out_zp]
@@ -379,6 +430,8 @@ def _build_rule(table: str) -> tuple[str, str]:
     elif op == "Reshape":
         dims = [f"d{k}" for k in range(n)]
         cols, body = ["x0", *dims], f"(Reshape (Node x0) {_vec(dims)})"
+    elif op == "Reduce":
+        cols, body = ["key", "x0", "axis"], "(Reduce key (Node x0) axis)"
     elif op == "Rescale":
         ms, ss = [f"m{k}" for k in range(n)], [f"s{k}" for k in range(n)]
         cols, body = ["x0", "key", *ms, *ss, "izp", "ozp"], f"(Rescale (Node x0) key {_vec(ms)} {_vec(ss)} izp ozp)"
@@ -434,7 +487,7 @@ def to_egraph(graph_module: fx.GraphModule, *, merge_duplicates: bool = False) -
     terms_read = [read_node(n, index_of.__getitem__, keys, merge_duplicates) for n in nodes]
     prototypes: dict[str, fx.Node] = {}
     for node, term in zip(nodes, terms_read):
-        if term.op in ("Opaque", "Elementwise"):
+        if term.op in ("Opaque", "Elementwise", "Reduce"):
             prototypes.setdefault(term.attrs[0], node)
 
     rows: dict[str, list[list]] = defaultdict(list)
@@ -529,6 +582,8 @@ class _Emitter:
             return self._copy_original(original)
         if term.op in ("Opaque", "Elementwise"):
             return self._emit_from_prototype(term)
+        if term.op == "Reduce":
+            return self._emit_reduce(term)
         return self._emit_data_movement(term, self._source_node(eclass, term), eclass)
 
     def _copy_original(self, original: fx.Node) -> fx.Node:
@@ -540,6 +595,14 @@ class _Emitter:
         prototype = self.loaded.prototypes[term.attrs[0]]
         operands = iter(self.emit(a) for a in term.args)
         node = self.graph.node_copy(prototype, lambda _arg: next(operands))
+        self._set_val(node)
+        return node
+
+    def _emit_reduce(self, term: Term) -> fx.Node:
+        prototype = self.loaded.prototypes[term.attrs[0]]
+        x = self.emit(term.args[0])
+        node = self.graph.node_copy(prototype, lambda _arg: x)
+        node.args, node.kwargs = with_reduce_axis(node, term.attrs[1])
         self._set_val(node)
         return node
 

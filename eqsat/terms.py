@@ -60,6 +60,14 @@ class Tensor(Expr, egg_sort="Tensor"):
     def reshape(self, shape: Vec[i64]) -> Tensor:
         """TOSA RESHAPE to shape, row-major."""
 
+    @method(egg_fn="Reduce")
+    @classmethod
+    def reduce(cls, key: StringLike, x: Tensor, axis: i64Like) -> Tensor:
+        """A reduction of x along axis that keeps the dim (size 1): REDUCE_SUM/REDUCE_MAX/...
+
+        key names the op and its other arguments, as an opaque key does.
+        """
+
     @method(egg_fn="Rescale")
     def rescale(self, dtype: StringLike, multipliers: Vec[i64], shifts: Vec[i64], in_zp: i64Like, out_zp: i64Like) -> Tensor:
         """TOSA RESCALE (scale32, SINGLE_ROUND, signed) to dtype.
@@ -91,6 +99,7 @@ CONSTRUCTORS = (
     Tensor.slice,
     Tensor.reshape,
     Tensor.rescale,
+    Tensor.reduce,
 )
 ANALYSES = (shape, dtype)
 

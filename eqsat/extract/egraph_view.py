@@ -17,7 +17,7 @@ from egglog import EGraph
 
 from eqsat.bridge_fx import Term, TensorType
 
-TENSOR_OPS = frozenset({"Opaque", "Elementwise", "Transpose", "Concat", "Slice", "Reshape", "Rescale"})
+TENSOR_OPS = frozenset({"Opaque", "Elementwise", "Transpose", "Concat", "Slice", "Reshape", "Rescale", "Reduce"})
 
 
 @dataclass
@@ -51,6 +51,8 @@ class EGraphView:
             op, children = node["op"], node["children"]
             if op in ("Opaque", "Elementwise"):
                 return Term(op, classes(children[1]), (json.loads(nodes[children[0]]["op"]),))
+            if op == "Reduce":
+                return Term(op, (nodes[children[1]]["eclass"],), (json.loads(nodes[children[0]]["op"]), int(nodes[children[2]]["op"])))
             if op == "Concat":
                 return Term(op, classes(children[0]), (int(nodes[children[1]]["op"]),))
             first = (nodes[children[0]]["eclass"],)

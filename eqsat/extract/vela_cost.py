@@ -399,6 +399,7 @@ def op_config(term: Term, out: TensorType | None, args: list[TensorType | None],
     name = term.attrs[0].split("#", 1)[0]
     if term.op == "Elementwise":
         return _elementwise_config(name, out, args)
+    # Reduce: priced as the opaque op it was read from (the key names it)
     return _opaque_config(name, out, args)
 
 

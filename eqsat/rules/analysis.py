@@ -45,6 +45,17 @@ def _data_movement_shapes():
     yield rule(eq(t).to(x.slice(start, size)), name="shape-slice").then(set_(shape(t)).to(size))
     # shape(reshape(x, s)) == s
     yield rule(eq(t).to(x.reshape(new_shape)), name="shape-reshape").then(set_(shape(t)).to(new_shape))
+    # shape(reduce(k, x, a)) == shape(x) with dim a set to 1
+    key, y, other_axis = var("key", String), var("y", Tensor), var("other_axis", i64)
+    yield rule(eq(t).to(Tensor.reduce(key, x, axis)), eq(dims).to(shape(x)), axis < dims.length(), name="shape-reduce").then(
+        set_(shape(t)).to(dims.set(axis, i64(1)))
+    )
+    # dtype(reduce(k, x, a)) == dtype(reduce(k, y, b)): the key fixes the op and its output type
+    yield rule(
+        eq(t).to(Tensor.reduce(key, x, axis)),
+        eq(element_type).to(dtype(Tensor.reduce(key, y, other_axis))),
+        name="dtype-reduce",
+    ).then(set_(dtype(t)).to(element_type))
     # shape(rescale(x, ...)) == shape(x)
     yield rule(eq(t).to(x.rescale(element_type, multipliers, shifts, in_zp, out_zp)), eq(dims).to(shape(x)), name="shape-rescale").then(
         set_(shape(t)).to(dims)

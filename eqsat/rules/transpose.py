@@ -115,6 +115,19 @@ def _transpose_through_elementwise():
 
 
 @transpose.register
+def _transpose_through_reduce():
+    reduce_key = var("reduce_key", String)
+    for new_axis in range(MAX_RANK):
+        # transpose(reduce(x, axis), p) == reduce(transpose(x, p), j)  where p[j] == axis (the kept unit dim moves with p)
+        yield law(
+            f"transpose-through-reduce-{new_axis}",
+            Tensor.reduce(reduce_key, x, axis).transpose(p),
+            Tensor.reduce(reduce_key, x.transpose(p), i64(new_axis)),
+            eq(p[new_axis]).to(axis),
+        )
+
+
+@transpose.register
 def _transpose_through_slice():
     start, size = var("start", Vec[i64]), var("size", Vec[i64])
     # transpose(slice(x, start, size), p) == slice(transpose(x, p), start∘p, size∘p), where (v∘p)[i] = v[p[i]]

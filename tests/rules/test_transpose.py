@@ -238,3 +238,55 @@ def transpose_chains(draw):
 @given(transpose_chains())
 def test_transpose_laws_are_sound(graph_module):
     Saturated(graph_module, transpose).assert_every_extraction_agrees()
+
+
+REDUCTIONS = {
+    "aten-sum": lambda g, x, axis: g.call(aten.sum.dim_IntList, x, [axis], True),
+    "aten-amax": lambda g, x, axis: g.call(aten.amax.default, x, [axis], True),
+}
+
+
+@pytest.mark.parametrize("reduction", sorted(REDUCTIONS))
+def test_transpose_through_reduce_fires_with_the_axis_remapped(reduction):
+    g = GraphBuilder()
+    x = g.input("x", (2, 3, 4))
+    t = g.call(permute, REDUCTIONS[reduction](g, x, 1), [2, 0, 1])
+    s = Saturated(g.output(t), transpose)
+    assert s.fired("transpose-through-reduce-2") == 1
+    moved = [term for term in s.terms_of(t) if term.op == "Reduce"]
+    assert len(moved) == 1 and moved[0].attrs[1] == 2
+
+
+def test_transpose_through_reduce_does_not_fire_on_a_reduction_that_drops_the_dim():
+    g = GraphBuilder()
+    x = g.input("x", (2, 3, 4))
+    t = g.call(permute, g.call(aten.sum.dim_IntList, x, [1], False), [1, 0])
+    s = Saturated(g.output(t), transpose)
+    assert not any(name.startswith("transpose-through-reduce") for name in s.result.rule_matches)
+
+
+@settings(max_examples=15, deadline=None)
+@given(data=st.data(), shape=st.lists(st.integers(1, 4), min_size=1, max_size=4).map(tuple))
+def test_transpose_through_reduce_is_sound(data, shape):
+    g = GraphBuilder()
+    x = g.input("x", shape, torch.int32)
+    axis = data.draw(st.integers(0, len(shape) - 1))
+    reduced = REDUCTIONS[data.draw(st.sampled_from(sorted(REDUCTIONS)))](g, x, axis)
+    perm = list(data.draw(st.permutations(range(len(shape)))))
+    Saturated(g.output(g.call(permute, reduced, perm)), transpose).assert_every_extraction_agrees()
+
+
+def test_transpose_through_tosa_reduce_sum_writes_back_tosa_with_the_new_axis():
+    from executorch.backends.arm.tosa.specification import TosaLoweringContext, TosaSpecification
+    from executorch.exir.dialects._ops import ops as exir_ops
+
+    tosa = exir_ops.backend.tosa
+    with TosaLoweringContext(TosaSpecification.create_from_string("TOSA-1.0+INT")):
+        g = GraphBuilder()
+        x = g.input("x", (2, 3, 4), torch.int32)
+        t = g.call(tosa.TRANSPOSE.default, g.call(tosa.REDUCE_SUM.default, x, axis=0), [1, 2, 0])
+        s = Saturated(g.output(t), transpose)
+        assert s.fired("transpose-through-reduce-2") == 1
+        written = [s.random_extraction(seed) for seed in range(8)]
+    reduces = {n.kwargs["axis"] for gm in written for n in gm.graph.nodes if n.target == tosa.REDUCE_SUM.default}
+    assert reduces == {0, 2}
