@@ -51,7 +51,7 @@ class Term:
     `args` are node indices when the term is read from FX and e-class ids when
     it is read from the e-graph. `attrs` per op:
     Transpose (perm,), Concat (axis,), Slice (start, size), Reshape (shape,),
-    Rescale (dtype, multipliers, shifts, in_zp, out_zp), Reduce (key, axis),
+    Rescale (dtype, multipliers, shifts, in_zp, out_zp, tag), Reduce (key, axis),
     Opaque and Elementwise (key,).
     """
 
@@ -218,7 +218,7 @@ def _read_rescale(node: fx.Node, index: Callable[[fx.Node], int]) -> Term | None
     exact = rescale_multipliers(list(scales))
     if exact is None:
         return None
-    return Term("Rescale", (index(x),), (str(out_dtype), exact[0], exact[1], int(in_zp), int(out_zp)))
+    return Term("Rescale", (index(x),), (str(out_dtype), exact[0], exact[1], int(in_zp), int(out_zp), index(node)))
 
 
 MODELLED_OPS: dict[str, Reader] = {
@@ -381,6 +381,8 @@ def read_node(
     name = op_name(node.target)
     if node.op == "call_function" and name in MODELLED_OPS and _tensor_val(node) is not None:
         term = MODELLED_OPS[name](node, index)
+        if term is not None and term.op == "Rescale" and merge_duplicates:
+            return Term(term.op, term.args, (*term.attrs[:5], 0))  # one tag: identical rescales share a term
         if term is not None:
             return term
     full_key = _opaque_key(node, merge_duplicates)
@@ -405,8 +407,8 @@ def _fact_row(i: int, term: Term) -> tuple[str, list]:
     if term.op == "Reduce":
         return "Reduce_1", [i, term.attrs[0], *term.args, term.attrs[1]]
     if term.op == "Rescale":
-        out_dtype, multipliers, shifts, in_zp, out_zp = term.attrs
-        return f"Rescale_{len(multipliers)}", [i, *term.args, out_dtype, *multipliers, *shifts, in_zp, out_zp]
+        out_dtype, multipliers, shifts, in_zp, out_zp, tag = term.attrs
+        return f"Rescale_{len(multipliers)}", [i, *term.args, out_dtype, *multipliers, *shifts, in_zp, out_zp, tag]
     return f"{term.op}_{len(term.args)}", [i, term.attrs[0], *term.args]
 
 
@@ -434,7 +436,7 @@ def _build_rule(table: str) -> tuple[str, str]:
         cols, body = ["key", "x0", "axis"], "(Reduce key (Node x0) axis)"
     elif op == "Rescale":
         ms, ss = [f"m{k}" for k in range(n)], [f"s{k}" for k in range(n)]
-        cols, body = ["x0", "key", *ms, *ss, "izp", "ozp"], f"(Rescale (Node x0) key {_vec(ms)} {_vec(ss)} izp ozp)"
+        cols, body = ["x0", "key", *ms, *ss, "izp", "ozp", "tag"], f"(Rescale (Node x0) key {_vec(ms)} {_vec(ss)} izp ozp tag)"
     else:
         cols, body = ["key", *xs], f"({op} key {_vec(refs)})"
     sorts = ["i64"] + ["String" if c == "key" else "i64" for c in cols]
@@ -658,7 +660,7 @@ class _Emitter:
         elif term.op == "Slice":
             node = self._aten_slices(x, term.attrs, source)
         elif term.op == "Rescale":
-            out_dtype, multipliers, shifts, in_zp, out_zp = term.attrs
+            out_dtype, multipliers, shifts, in_zp, out_zp, _tag = term.attrs
             args = (x, getattr(torch, out_dtype.removeprefix("torch.")), rescale_scales(multipliers, shifts), in_zp, out_zp)
             node = self._call(TOSA.RESCALE.default, args, {}, source)
             original = self.first_node_of_class.get(eclass)

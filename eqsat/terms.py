@@ -69,13 +69,18 @@ class Tensor(Expr, egg_sort="Tensor"):
         """
 
     @method(egg_fn="Rescale")
-    def rescale(self, dtype: StringLike, multipliers: Vec[i64], shifts: Vec[i64], in_zp: i64Like, out_zp: i64Like) -> Tensor:
+    def rescale(
+        self, dtype: StringLike, multipliers: Vec[i64], shifts: Vec[i64], in_zp: i64Like, out_zp: i64Like, tag: i64Like
+    ) -> Tensor:
         """TOSA RESCALE (scale32, SINGLE_ROUND, signed) to dtype.
 
         out[..., c] = clamp(((x[..., c] - in_zp) * multipliers[c] + 2^(shifts[c] - 1)) >> shifts[c]) + out_zp)
         with c = 0 for one multiplier (per-tensor) and the last dim otherwise
         (per-channel). multipliers/shifts are what the TOSA serializer computes
         from the float scales, so laws can reason about rounding exactly.
+        tag keeps duplicate rescales of one tensor apart (the bridge gives each
+        node its own unless duplicates are merged: Vela fuses a RESCALE into
+        each consumer separately); laws carry it through and never read it.
         """
 
 

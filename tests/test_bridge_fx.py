@@ -230,3 +230,28 @@ def test_concat_whose_inputs_have_other_qparams_is_opaque(dialect, which):
     shared, other = _qparams(0.1, 3), _qparams(0.2, 3)
     first, second = (other, shared) if which == "first" else (shared, other)
     assert _concat_with_qparams(CONCATS[dialect], first, second, shared).op == "Opaque"
+
+
+def _duplicate_rescales():
+    g = GraphBuilder()
+    x = g.input("x", (2, 3))
+    with TosaLoweringContext(U55_SPEC):
+        a = g.call(TOSA.RESCALE.default, x, torch.int32, [0.25], 1, 0)
+        b = g.call(TOSA.RESCALE.default, x, torch.int32, [0.25], 1, 0)
+    return g.output(a, b), a, b
+
+
+def test_rescale_is_read_with_the_serializer_multipliers_and_shifts():
+    gm, a, _ = _duplicate_rescales()
+    loaded = bridge_fx.to_egraph(gm)
+    term = loaded.terms[loaded.index_of[a]]
+    assert term.op == "Rescale" and term.attrs[:5] == ("torch.int32", (1 << 30,), (32,), 1, 0)
+    assert bridge_fx.rescale_scales((1 << 30,), (32,)) == [0.25]
+
+
+def test_duplicate_rescales_stay_apart_by_default_and_merge_on_request():
+    gm, a, b = _duplicate_rescales()
+    first, second = classes_of(gm, a.name, b.name)
+    assert first != second
+    first, second = classes_of(gm, a.name, b.name, merge_duplicates=True)
+    assert first == second

@@ -57,8 +57,8 @@ class EGraphView:
                 return Term(op, classes(children[0]), (int(nodes[children[1]]["op"]),))
             first = (nodes[children[0]]["eclass"],)
             if op == "Rescale":
-                dtype_name, multipliers, shifts, in_zp, out_zp = (nodes[c]["op"] for c in children[1:])
-                return Term(op, first, (json.loads(dtype_name), ints(children[2]), ints(children[3]), int(in_zp), int(out_zp)))
+                dtype_name, _, _, in_zp, out_zp, tag = (nodes[c]["op"] for c in children[1:])
+                return Term(op, first, (json.loads(dtype_name), ints(children[2]), ints(children[3]), int(in_zp), int(out_zp), int(tag)))
             if op == "Slice":
                 return Term(op, first, (ints(children[1]), ints(children[2])))
             return Term(op, first, (ints(children[1]),))

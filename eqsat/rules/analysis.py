@@ -19,7 +19,7 @@ parts = var("parts", Vec[Tensor])
 perm, start, size, new_shape, dims = (var(n, Vec[i64]) for n in ("perm", "start", "size", "new_shape", "dims"))
 axis = var("axis", i64)
 multipliers, shifts = var("multipliers", Vec[i64]), var("shifts", Vec[i64])
-in_zp, out_zp = var("in_zp", i64), var("out_zp", i64)
+in_zp, out_zp, tag = var("in_zp", i64), var("out_zp", i64), var("tag", i64)
 element_type = var("element_type", String)
 
 analysis = ruleset(name="analysis")
@@ -57,7 +57,7 @@ def _data_movement_shapes():
         name="dtype-reduce",
     ).then(set_(dtype(t)).to(element_type))
     # shape(rescale(x, ...)) == shape(x)
-    yield rule(eq(t).to(x.rescale(element_type, multipliers, shifts, in_zp, out_zp)), eq(dims).to(shape(x)), name="shape-rescale").then(
+    yield rule(eq(t).to(x.rescale(element_type, multipliers, shifts, in_zp, out_zp, tag)), eq(dims).to(shape(x)), name="shape-rescale").then(
         set_(shape(t)).to(dims)
     )
 
@@ -101,7 +101,7 @@ def _data_movement_dtypes():
         set_(dtype(t)).to(element_type)
     )
     # dtype(rescale(x, d, ...)) == d
-    yield rule(eq(t).to(x.rescale(element_type, multipliers, shifts, in_zp, out_zp))).then(set_(dtype(t)).to(element_type))
+    yield rule(eq(t).to(x.rescale(element_type, multipliers, shifts, in_zp, out_zp, tag))).then(set_(dtype(t)).to(element_type))
 
 
 @analysis.register

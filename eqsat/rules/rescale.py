@@ -51,6 +51,7 @@ x = var("x", Tensor)
 out_dtype, mid_dtype = var("out_dtype", String), var("mid_dtype", String)
 m, sh, m2, sh2 = (var(n, Vec[i64]) for n in ("m", "sh", "m2", "sh2"))
 in_zp, out_zp, mid_in_zp, mid_out_zp, exponent = (var(n, i64) for n in ("in_zp", "out_zp", "mid_in_zp", "mid_out_zp", "exponent"))
+tag, inner_tag = var("tag", i64), var("inner_tag", i64)
 p, start, size, s, dims = (var(n, Vec[i64]) for n in ("p", "start", "size", "s", "dims"))
 parts = var("parts", Vec[Tensor])
 axis = var("axis", i64)
@@ -63,7 +64,7 @@ def _identity_and_fusion():
     # rescale(x, dtype(x), m, s, zp, zp) == x  when m * 2^-s == 1 exactly (per-tensor)
     yield law(
         "rescale-identity",
-        x.rescale(out_dtype, m, sh, in_zp, out_zp),
+        x.rescale(out_dtype, m, sh, in_zp, out_zp, tag),
         x,
         *is_identity_rescale(dtype(x), out_dtype, m, sh, in_zp, out_zp),
     )
@@ -73,8 +74,8 @@ def _identity_and_fusion():
         #   no saturation) and s2 - k >= 17; rounding: ((x-zi)*2^k*m2 + 2^(s2-1)) >> s2 == ((x-zi)*m2 + 2^(s2-k-1)) >> (s2-k).
         yield law(
             f"rescale-rescale-exact-{narrow.removeprefix('torch.')}",
-            x.rescale(mid_dtype, m, sh, in_zp, mid_out_zp).rescale(out_dtype, m2, sh2, mid_in_zp, out_zp),
-            x.rescale(out_dtype, m2, Vec(sh2[0] - exponent), in_zp, out_zp),
+            x.rescale(mid_dtype, m, sh, in_zp, mid_out_zp, inner_tag).rescale(out_dtype, m2, sh2, mid_in_zp, out_zp, tag),
+            x.rescale(out_dtype, m2, Vec(sh2[0] - exponent), in_zp, out_zp, tag),
             eq(dtype(x)).to(String(narrow)),
             eq(mid_dtype).to(String(INT32)),
             eq(mid_out_zp).to(i64(0)),
@@ -90,43 +91,43 @@ def _data_movement_through_rescale():
     # transpose(rescale(x, P), p) == rescale(transpose(x, p), P)  per-tensor
     yield law(
         "transpose-through-rescale",
-        x.rescale(out_dtype, m, sh, in_zp, out_zp).transpose(p),
-        x.transpose(p).rescale(out_dtype, m, sh, in_zp, out_zp),
+        x.rescale(out_dtype, m, sh, in_zp, out_zp, tag).transpose(p),
+        x.transpose(p).rescale(out_dtype, m, sh, in_zp, out_zp, tag),
         *is_per_tensor(m),
     )
     # transpose(rescale_pc(x, P), p) == rescale_pc(transpose(x, p), P)  when p keeps the channel (last) axis last
     yield law(
         "transpose-through-per-channel-rescale",
-        x.rescale(out_dtype, m, sh, in_zp, out_zp).transpose(p),
-        x.transpose(p).rescale(out_dtype, m, sh, in_zp, out_zp),
+        x.rescale(out_dtype, m, sh, in_zp, out_zp, tag).transpose(p),
+        x.transpose(p).rescale(out_dtype, m, sh, in_zp, out_zp, tag),
         i64(1) < m.length(),
         *keeps_last_axis(p),
     )
     # slice(rescale(x, P), box) == rescale(slice(x, box), P)  per-tensor, or per-channel when the box keeps every channel
     yield law(
         "slice-through-rescale",
-        x.rescale(out_dtype, m, sh, in_zp, out_zp).slice(start, size),
-        x.slice(start, size).rescale(out_dtype, m, sh, in_zp, out_zp),
+        x.rescale(out_dtype, m, sh, in_zp, out_zp, tag).slice(start, size),
+        x.slice(start, size).rescale(out_dtype, m, sh, in_zp, out_zp, tag),
         *is_per_tensor(m),
     )
     yield law(
         "slice-through-per-channel-rescale",
-        x.rescale(out_dtype, m, sh, in_zp, out_zp).slice(start, size),
-        x.slice(start, size).rescale(out_dtype, m, sh, in_zp, out_zp),
+        x.rescale(out_dtype, m, sh, in_zp, out_zp, tag).slice(start, size),
+        x.slice(start, size).rescale(out_dtype, m, sh, in_zp, out_zp, tag),
         i64(1) < m.length(),
         *same_last_dim(size, shape(x)),
     )
     # reshape(rescale(x, P), s) == rescale(reshape(x, s), P)  per-tensor, or per-channel when the last dim is kept
     yield law(
         "reshape-through-rescale",
-        x.rescale(out_dtype, m, sh, in_zp, out_zp).reshape(s),
-        x.reshape(s).rescale(out_dtype, m, sh, in_zp, out_zp),
+        x.rescale(out_dtype, m, sh, in_zp, out_zp, tag).reshape(s),
+        x.reshape(s).rescale(out_dtype, m, sh, in_zp, out_zp, tag),
         *is_per_tensor(m),
     )
     yield law(
         "reshape-through-per-channel-rescale",
-        x.rescale(out_dtype, m, sh, in_zp, out_zp).reshape(s),
-        x.reshape(s).rescale(out_dtype, m, sh, in_zp, out_zp),
+        x.rescale(out_dtype, m, sh, in_zp, out_zp, tag).reshape(s),
+        x.reshape(s).rescale(out_dtype, m, sh, in_zp, out_zp, tag),
         i64(1) < m.length(),
         *same_last_dim(s, shape(x)),
     )
@@ -138,15 +139,16 @@ def _concat_of_rescales():
     for arity in range(2, MAX_CONCAT_ARITY + 1):
         items = [var(f"part{i}", Tensor) for i in range(arity)]
         sources = [var(f"source{i}", Tensor) for i in range(arity)]
+        tags = [tag] + [var(f"tag{i}", i64) for i in range(1, arity)]  # the hoisted rescale keeps the first input's tag
         binds = [eq(parts.length()).to(i64(arity))] + [eq(item).to(Tensor.element(parts, i64(i))) for i, item in enumerate(items)]
         # concat([rescale(a_i, P)], axis) == rescale(concat([a_i], axis), P)  when every a_i has the same dtype and,
         #   for a per-channel P, axis is not the channel (last) axis
         yield law(
             f"concat-of-rescales-{arity}",
             Tensor.concat(parts, axis),
-            Tensor.concat(Vec(*sources), axis).rescale(out_dtype, m, sh, in_zp, out_zp),
+            Tensor.concat(Vec(*sources), axis).rescale(out_dtype, m, sh, in_zp, out_zp, tag),
             *binds,
-            *[eq(item).to(source.rescale(out_dtype, m, sh, in_zp, out_zp)) for item, source in zip(items, sources)],
+            *[eq(item).to(source.rescale(out_dtype, m, sh, in_zp, out_zp, source_tag)) for item, source, source_tag in zip(items, sources, tags)],
             *[eq(dtype(source)).to(source_dtype) for source in sources],
             eq(dims).to(shape(sources[0])),
             *concat_keeps_channels(axis, dims, m),
