@@ -51,6 +51,10 @@ What each op costs
     convolution and costs 0; the convolution's fit includes it.
   * RESCALE int8 -> int8 and the other directions are priced as measured
     alone.
+  * A `Rescale` term is priced as per-channel when it has more than one
+    multiplier, else as per-tensor: the same families the opaque and
+    elementwise RESCALE had before it became a term.
+- Reduce terms: priced as the opaque REDUCE_* op they were read from.
 - TABLE: fitted per dtype, measured alone (an int16 table is 6 passes on U55).
 - Opaque compute ops that rules never rewrite get proxies measured on a
   small grid (each with its output rescale): CONV2D and DEPTHWISE_CONV2D

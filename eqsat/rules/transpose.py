@@ -2,8 +2,15 @@
 
 A transpose that meets its inverse cancels through composition and identity.
 Propagation moves a transpose across the ops between it and its inverse
-(decomposed norms, rescales, activations, concats) so that the two can meet;
-hoisting turns one transpose per concat input into one after the concat.
+(decomposed norms, activations, concats, slices, reductions) so that the two
+can meet; hoisting turns one transpose per concat input into one after the
+concat. Rescales have their own laws (eqsat/rules/rescale.py): TOSA RESCALE
+is not read as a plain elementwise op, because per-channel ones are not.
+
+Covered by the unary law: every op the bridge reads as a one-operand
+Elementwise (TOSA CLAMP and CAST, aten relu/neg/abs/clamp/bitwise_not).
+Not covered: TABLE (its lookup table is a second operand, so it is not
+unary; it would need a term of its own) and PAD (not a term yet).
 """
 
 from __future__ import annotations
