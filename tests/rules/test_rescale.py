@@ -200,6 +200,23 @@ def test_slice_through_rescale_fires():
     assert s.fired("slice-through-rescale") >= 1
 
 
+def test_slice_through_per_channel_rescale_fires_when_every_channel_is_kept():
+    g = GraphBuilder()
+    x = g.input("x", (4, 3), torch.int32)
+    cut = slice_(g, g.call(RESCALE, x, torch.int8, [0.1, 0.2, 0.3], 0, 0), [1, 0], [2, 3])
+    s = Saturated(g.output(cut), rescale)
+    assert s.fired("slice-through-per-channel-rescale") >= 1
+
+
+def test_reshape_through_rescale_fires():
+    g = GraphBuilder()
+    x = g.input("x", (2, 3, 4))
+    r = reshape(g, g.call(RESCALE, x, torch.int8, [0.6], 0, 4), [4, 6])
+    s = Saturated(g.output(r), rescale)
+    assert s.fired("reshape-through-rescale") >= 1
+    assert any(term.op == "Rescale" for term in s.terms_of(r))
+
+
 def test_slice_through_per_channel_rescale_does_not_fire_when_channels_are_cut():
     g = GraphBuilder()
     x = g.input("x", (4, 3), torch.int32)
