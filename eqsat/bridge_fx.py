@@ -208,6 +208,8 @@ def rescale_scales(multipliers: tuple[int, ...], shifts: tuple[int, ...]) -> lis
 
 def _read_rescale(node: fx.Node, index: Callable[[fx.Node], int]) -> Term | None:
     """A signed scale32 RESCALE; unsigned variants and unknown dtypes stay elementwise/opaque."""
+    if len(node.args) < 5:
+        return None
     x, out_dtype, scales, in_zp, out_zp = node.args[:5]
     unsigned = any(node.kwargs.get(k, False) for k in ("input_unsigned", "output_unsigned")) or any(node.args[5:7])
     x_val, shape = _tensor_val(x) if isinstance(x, fx.Node) else None, _static_shape(node)
