@@ -303,3 +303,14 @@ def test_data_movement_through_rescale_is_sound(data, shape):
             g.call(CONCAT, [r, other], axis=axis),
         )
         tosa_reference.assert_every_extraction_agrees(Saturated(g.output(*outputs), rescale))
+
+
+def test_rescale_laws_saturate():
+    g = GraphBuilder()
+    x = g.input("x", (1, 2, 3, 4))
+    wide = g.call(RESCALE, g.call(TRANSPOSE, x, [0, 2, 3, 1]), torch.int32, [2.0], 0, 0)
+    narrow_again = g.call(RESCALE, slice_(g, wide, [0, 0, 0, 0], [1, 3, 4, 1]), torch.int8, [0.3], 0, 2)
+    back = g.call(TRANSPOSE, reshape(g, narrow_again, [1, 3, 4, 1]), [0, 3, 1, 2])
+    s = Saturated(g.output(back), rescale)
+    assert s.result.stop_reason == "saturated"
+    assert s.fired("rescale-rescale-exact-int8") >= 1
