@@ -19,6 +19,7 @@ was given: TOSA dialect after `ExirToTosaPass`, edge ATen before it.
 
 from __future__ import annotations
 
+import math
 import os
 import tempfile
 from collections import defaultdict
@@ -50,6 +51,7 @@ class Term:
     `args` are node indices when the term is read from FX and e-class ids when
     it is read from the e-graph. `attrs` per op:
     Transpose (perm,), Concat (axis,), Slice (start, size), Reshape (shape,),
+    Rescale (dtype, multipliers, shifts, in_zp, out_zp, tag), Reduce (key, axis),
     Opaque and Elementwise (key,).
     """
 
@@ -125,11 +127,36 @@ def _read_transpose(node: fx.Node, index: Callable[[fx.Node], int]) -> Term | No
     return Term("Transpose", (index(x),), (tuple(_normalize_axis(p, rank) for p in perm),))
 
 
+def _output_qparams(node: Any) -> Any:
+    qparams = node.meta.get("output_qparams") if isinstance(node, fx.Node) else None
+    return qparams.get(0) if isinstance(qparams, dict) else None
+
+
+def requantizes_inputs(node: fx.Node) -> bool:
+    """Whether a concat's inputs are quantized differently from its output, so it is not pure data movement.
+
+    The Arm quantizer shares one qspec across a cat's inputs and output, but
+    FoldAndAnnotateQParamsPass keeps only the first input's qparams for the
+    whole list (`_merge_qparams`), so the node's own input_qparams cannot show
+    a mismatch: compare each input producer's output_qparams (and the folded
+    input_qparams) with the concat's output_qparams. Unknown qparams are no
+    evidence of a mismatch.
+    """
+    out = _output_qparams(node)
+    if out is None:
+        return False
+    folded = node.meta.get("input_qparams")
+    seen = [_output_qparams(part) for part in node.args[0]]
+    if isinstance(folded, dict):
+        seen.extend(folded.values())
+    return any(q is not None and q != out for q in seen)
+
+
 def _read_concat(node: fx.Node, index: Callable[[fx.Node], int]) -> Term | None:
     parts = node.args[0]
     axis = node.kwargs.get("axis", node.kwargs.get("dim", node.args[1] if len(node.args) > 1 else 0))
     shape = _static_shape(node)
-    if shape is None or not parts:
+    if shape is None or not parts or requantizes_inputs(node):
         return None
     return Term("Concat", tuple(index(p) for p in parts), (_normalize_axis(axis, len(shape)),))
 
@@ -160,6 +187,42 @@ def _read_reshape(node: fx.Node, index: Callable[[fx.Node], int]) -> Term | None
     return Term("Reshape", (index(node.args[0]),), (shape,))
 
 
+RESCALE_DTYPES = ("torch.int8", "torch.int16", "torch.int32")
+
+
+def rescale_multipliers(scales: list[float]) -> tuple[tuple[int, ...], tuple[int, ...]] | None:
+    """The TOSA multipliers and shifts the Arm serializer derives from float scales (scale32), or None if it cannot."""
+    from executorch.backends.arm.operators.op_tosa_rescale import _compute_multiplier_and_shift
+
+    try:
+        multipliers, shifts = _compute_multiplier_and_shift([float(v) for v in scales], 32)
+    except (AssertionError, ValueError, OverflowError):
+        return None
+    return tuple(multipliers), tuple(shifts)
+
+
+def rescale_scales(multipliers: tuple[int, ...], shifts: tuple[int, ...]) -> list[float]:
+    """The float scales that serialize back to exactly these multipliers and shifts (multiplier * 2^-shift)."""
+    return [math.ldexp(m, -s) for m, s in zip(multipliers, shifts)]
+
+
+def _read_rescale(node: fx.Node, index: Callable[[fx.Node], int]) -> Term | None:
+    """A signed scale32 RESCALE; unsigned variants and unknown dtypes stay elementwise/opaque."""
+    if len(node.args) < 5:
+        return None
+    x, out_dtype, scales, in_zp, out_zp = node.args[:5]
+    unsigned = any(node.kwargs.get(k, False) for k in ("input_unsigned", "output_unsigned")) or any(node.args[5:7])
+    x_val, shape = _tensor_val(x) if isinstance(x, fx.Node) else None, _static_shape(node)
+    if unsigned or x_val is None or shape is None or str(x_val.dtype) not in RESCALE_DTYPES:
+        return None
+    if str(out_dtype) not in RESCALE_DTYPES or not scales or (len(scales) > 1 and (not shape or len(scales) != shape[-1])):
+        return None
+    exact = rescale_multipliers(list(scales))
+    if exact is None:
+        return None
+    return Term("Rescale", (index(x),), (str(out_dtype), exact[0], exact[1], int(in_zp), int(out_zp), index(node)))
+
+
 MODELLED_OPS: dict[str, Reader] = {
     "tosa.TRANSPOSE.default": _read_transpose,
     "aten.permute_copy.default": _read_transpose,
@@ -171,6 +234,7 @@ MODELLED_OPS: dict[str, Reader] = {
     "aten.slice_copy.Tensor": _read_aten_slice,
     "tosa.RESHAPE.default": _read_reshape,
     "aten.view_copy.default": _read_reshape,
+    "tosa.RESCALE.default": _read_rescale,
 }
 """FX targets read as data-movement terms."""
 
@@ -195,6 +259,52 @@ ELEMENTWISE_OPS = frozenset(
 )
 """FX targets read as `Elementwise`: each output element depends only on the
 operands' elements at the same broadcast position."""
+
+
+REDUCE_OPS = frozenset(
+    {
+        "tosa.REDUCE_SUM.default",
+        "tosa.REDUCE_MAX.default",
+        "tosa.REDUCE_MIN.default",
+        "aten.sum.dim_IntList",
+        "aten.amax.default",
+        "aten.amin.default",
+    }
+)
+"""FX targets read as `Reduce`: one axis, the reduced dim kept with size 1."""
+
+
+def reduce_axis(node: fx.Node) -> int | None:
+    """The single kept-dim axis a reduction node reduces, or None if it is not of that form."""
+    x, shape = node.args[0], _static_shape(node)
+    if not isinstance(x, fx.Node) or shape is None or _static_shape(x) is None:
+        return None
+    if op_name(node.target).startswith("tosa."):
+        axis = node.kwargs.get("axis", node.args[1] if len(node.args) > 1 else None)
+    else:
+        dims = node.args[1] if len(node.args) > 1 else node.kwargs.get("dim")
+        keepdim = node.args[2] if len(node.args) > 2 else node.kwargs.get("keepdim", False)
+        if not keepdim or not isinstance(dims, (list, tuple)) or len(dims) != 1:
+            return None
+        axis = dims[0]
+    if not isinstance(axis, int) or len(shape) != len(_static_shape(x)):
+        return None
+    return _normalize_axis(axis, len(shape))
+
+
+def with_reduce_axis(node: fx.Node, axis: int) -> tuple[tuple, dict]:
+    """The args and kwargs of a copy of reduction node that reduces axis instead."""
+    args, kwargs = list(node.args), dict(node.kwargs)
+    if op_name(node.target).startswith("tosa."):
+        if "axis" in kwargs:
+            kwargs["axis"] = axis
+        else:
+            args[1] = axis
+    elif "dim" in kwargs:
+        kwargs["dim"] = [axis]
+    else:
+        args[1] = [axis]
+    return tuple(args), kwargs
 
 
 def _is_per_tensor_rescale(node: fx.Node) -> bool:
@@ -273,10 +383,14 @@ def read_node(
     name = op_name(node.target)
     if node.op == "call_function" and name in MODELLED_OPS and _tensor_val(node) is not None:
         term = MODELLED_OPS[name](node, index)
+        if term is not None and term.op == "Rescale" and merge_duplicates:
+            return Term(term.op, term.args, (*term.attrs[:5], 0))  # one tag: identical rescales share a term
         if term is not None:
             return term
     full_key = _opaque_key(node, merge_duplicates)
     key = keys.setdefault(full_key, f"{name}#{len(keys)}")
+    if node.op == "call_function" and name in REDUCE_OPS and (axis := reduce_axis(node)) is not None:
+        return Term("Reduce", (index(node.args[0]),), (key, axis))
     is_elementwise = node.op == "call_function" and (name in ELEMENTWISE_OPS or _is_per_tensor_rescale(node))
     op = "Elementwise" if is_elementwise and _tensor_val(node) is not None else "Opaque"
     return Term(op, tuple(index(a) for a in _node_args(node)), (key,))
@@ -292,6 +406,11 @@ def _fact_row(i: int, term: Term) -> tuple[str, list]:
         return f"Slice_{len(term.attrs[0])}", [i, *term.args, *term.attrs[0], *term.attrs[1]]
     if term.op == "Reshape":
         return f"Reshape_{len(term.attrs[0])}", [i, *term.args, *term.attrs[0]]
+    if term.op == "Reduce":
+        return "Reduce_1", [i, term.attrs[0], *term.args, term.attrs[1]]
+    if term.op == "Rescale":
+        out_dtype, multipliers, shifts, in_zp, out_zp, tag = term.attrs
+        return f"Rescale_{len(multipliers)}", [i, *term.args, out_dtype, *multipliers, *shifts, in_zp, out_zp, tag]
     return f"{term.op}_{len(term.args)}", [i, term.attrs[0], *term.args]
 
 
@@ -315,6 +434,11 @@ def _build_rule(table: str) -> tuple[str, str]:
     elif op == "Reshape":
         dims = [f"d{k}" for k in range(n)]
         cols, body = ["x0", *dims], f"(Reshape (Node x0) {_vec(dims)})"
+    elif op == "Reduce":
+        cols, body = ["key", "x0", "axis"], "(Reduce key (Node x0) axis)"
+    elif op == "Rescale":
+        ms, ss = [f"m{k}" for k in range(n)], [f"s{k}" for k in range(n)]
+        cols, body = ["x0", "key", *ms, *ss, "izp", "ozp", "tag"], f"(Rescale (Node x0) key {_vec(ms)} {_vec(ss)} izp ozp tag)"
     else:
         cols, body = ["key", *xs], f"({op} key {_vec(refs)})"
     sorts = ["i64"] + ["String" if c == "key" else "i64" for c in cols]
@@ -367,7 +491,7 @@ def to_egraph(graph_module: fx.GraphModule, *, merge_duplicates: bool = False) -
     terms_read = [read_node(n, index_of.__getitem__, keys, merge_duplicates) for n in nodes]
     prototypes: dict[str, fx.Node] = {}
     for node, term in zip(nodes, terms_read):
-        if term.op in ("Opaque", "Elementwise"):
+        if term.op in ("Opaque", "Elementwise", "Reduce"):
             prototypes.setdefault(term.attrs[0], node)
 
     rows: dict[str, list[list]] = defaultdict(list)
@@ -462,7 +586,9 @@ class _Emitter:
             return self._copy_original(original)
         if term.op in ("Opaque", "Elementwise"):
             return self._emit_from_prototype(term)
-        return self._emit_data_movement(term, self._source_node(eclass, term))
+        if term.op == "Reduce":
+            return self._emit_reduce(term)
+        return self._emit_data_movement(term, self._source_node(eclass, term), eclass)
 
     def _copy_original(self, original: fx.Node) -> fx.Node:
         return self.graph.node_copy(
@@ -473,6 +599,14 @@ class _Emitter:
         prototype = self.loaded.prototypes[term.attrs[0]]
         operands = iter(self.emit(a) for a in term.args)
         node = self.graph.node_copy(prototype, lambda _arg: next(operands))
+        self._set_val(node)
+        return node
+
+    def _emit_reduce(self, term: Term) -> fx.Node:
+        prototype = self.loaded.prototypes[term.attrs[0]]
+        x = self.emit(term.args[0])
+        node = self.graph.node_copy(prototype, lambda _arg: x)
+        node.args, node.kwargs = with_reduce_axis(node, term.attrs[1])
         self._set_val(node)
         return node
 
@@ -503,7 +637,7 @@ class _Emitter:
         node.meta[TosaSpecialDtype.meta_key()] = TosaSpecialDtype.SHAPE
         return node
 
-    def _emit_data_movement(self, term: Term, source: fx.Node) -> fx.Node:
+    def _emit_data_movement(self, term: Term, source: fx.Node, eclass: str) -> fx.Node:
         operands = [self.emitted[a] for a in term.args]
         x = operands[0]
         if term.op == "Transpose":
@@ -527,6 +661,15 @@ class _Emitter:
             )
         elif term.op == "Slice":
             node = self._aten_slices(x, term.attrs, source)
+        elif term.op == "Rescale":
+            out_dtype, multipliers, shifts, in_zp, out_zp, _tag = term.attrs
+            args = (x, getattr(torch, out_dtype.removeprefix("torch.")), rescale_scales(multipliers, shifts), in_zp, out_zp)
+            node = self._call(TOSA.RESCALE.default, args, {}, source)
+            original = self.first_node_of_class.get(eclass)
+            for key in ("input_qparams", "output_qparams"):
+                if original is not None and key in original.meta:
+                    node.meta[key] = original.meta[key]
+            return node
         elif term.op == "Reshape":
             shape = self._const_shape(term.attrs[0], source) if self.shapes_as_const_shape else list(term.attrs[0])
             target = TOSA.RESHAPE.default if self.loaded.dialect == "tosa" else self._aten("view_copy", "default")

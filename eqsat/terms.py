@@ -1,7 +1,8 @@
 """The term language: one tensor sort, one constructor per modelled op.
 
 Data movement is modelled explicitly, because that is what the rules rewrite:
-TRANSPOSE, CONCAT, SLICE and RESHAPE. Ops whose output element depends only on
+TRANSPOSE, CONCAT, SLICE and RESHAPE, and RESCALE with its exact integer
+multipliers and shifts. Ops whose output element depends only on
 the input elements at the same (broadcast) position are `Elementwise`. Every
 other op is `Opaque`: it carries a key that names its target, its non-tensor
 arguments and its output type, so two opaque terms are equal exactly when the
@@ -59,6 +60,29 @@ class Tensor(Expr, egg_sort="Tensor"):
     def reshape(self, shape: Vec[i64]) -> Tensor:
         """TOSA RESHAPE to shape, row-major."""
 
+    @method(egg_fn="Reduce")
+    @classmethod
+    def reduce(cls, key: StringLike, x: Tensor, axis: i64Like) -> Tensor:
+        """A reduction of x along axis that keeps the dim (size 1): REDUCE_SUM/REDUCE_MAX/...
+
+        key names the op and its other arguments, as an opaque key does.
+        """
+
+    @method(egg_fn="Rescale")
+    def rescale(
+        self, dtype: StringLike, multipliers: Vec[i64], shifts: Vec[i64], in_zp: i64Like, out_zp: i64Like, tag: i64Like
+    ) -> Tensor:
+        """TOSA RESCALE (scale32, SINGLE_ROUND, signed) to dtype.
+
+        out[..., c] = clamp(((x[..., c] - in_zp) * multipliers[c] + 2^(shifts[c] - 1)) >> shifts[c]) + out_zp)
+        with c = 0 for one multiplier (per-tensor) and the last dim otherwise
+        (per-channel). multipliers/shifts are what the TOSA serializer computes
+        from the float scales, so laws can reason about rounding exactly.
+        tag keeps duplicate rescales of one tensor apart (the bridge gives each
+        node its own unless duplicates are merged: Vela fuses a RESCALE into
+        each consumer separately); laws carry it through and never read it.
+        """
+
 
 @function(egg_fn="shape", merge=lambda old, new: old)
 def shape(x: Tensor) -> Vec[i64]:
@@ -79,6 +103,8 @@ CONSTRUCTORS = (
     Tensor.concat,
     Tensor.slice,
     Tensor.reshape,
+    Tensor.rescale,
+    Tensor.reduce,
 )
 ANALYSES = (shape, dtype)
 

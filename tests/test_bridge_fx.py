@@ -187,3 +187,71 @@ def test_new_nodes_are_built_in_the_tosa_dialect_with_val_and_qparams():
     assert reshapes[0].meta["output_qparams"] == {0: "qparams of x"}
     shape_operand = reshapes[0].args[1]
     assert shape_operand.target == TOSA.CONST_SHAPE.default and shape_operand.args[0] == [1, 2, 3, 4]
+
+
+def _qparams(scale: float, zp: int):
+    from executorch.backends.arm._passes.quant_args import QuantArgs
+
+    return QuantArgs(scale, zp, -128, 127, torch.int8)
+
+
+def _concat_with_qparams(make_concat, first, second, output):
+    g = GraphBuilder()
+    x, y = g.input("x", (1, 4, 2)), g.input("y", (1, 3, 2))
+    x.meta["output_qparams"], y.meta["output_qparams"] = {0: first}, {0: second}
+    joined = make_concat(g, x, y)
+    joined.meta["input_qparams"] = {0: first}  # what FoldAndAnnotateQParamsPass leaves (_merge_qparams keeps the first)
+    joined.meta["output_qparams"] = {0: output}
+    gm = g.output(joined)
+    loaded = bridge_fx.to_egraph(gm)
+    return loaded.terms[loaded.index_of[joined]]
+
+
+CONCATS = {
+    "edge-aten-cat": lambda g, x, y: g.call(aten.cat.default, [x, y], 1),
+    "tosa-concat": lambda g, x, y: _tosa_concat(g, x, y),
+}
+
+
+def _tosa_concat(g, x, y):
+    with TosaLoweringContext(U55_SPEC):
+        return g.call(TOSA.CONCAT.default, [x, y], axis=1)
+
+
+@pytest.mark.parametrize("dialect", sorted(CONCATS))
+def test_concat_with_shared_qparams_is_data_movement(dialect):
+    q = _qparams(0.1, 3)
+    assert _concat_with_qparams(CONCATS[dialect], q, q, q).op == "Concat"
+
+
+@pytest.mark.parametrize("dialect", sorted(CONCATS))
+@pytest.mark.parametrize("which", ["first", "second"])
+def test_concat_whose_inputs_have_other_qparams_is_opaque(dialect, which):
+    shared, other = _qparams(0.1, 3), _qparams(0.2, 3)
+    first, second = (other, shared) if which == "first" else (shared, other)
+    assert _concat_with_qparams(CONCATS[dialect], first, second, shared).op == "Opaque"
+
+
+def _duplicate_rescales():
+    g = GraphBuilder()
+    x = g.input("x", (2, 3))
+    with TosaLoweringContext(U55_SPEC):
+        a = g.call(TOSA.RESCALE.default, x, torch.int32, [0.25], 1, 0)
+        b = g.call(TOSA.RESCALE.default, x, torch.int32, [0.25], 1, 0)
+    return g.output(a, b), a, b
+
+
+def test_rescale_is_read_with_the_serializer_multipliers_and_shifts():
+    gm, a, _ = _duplicate_rescales()
+    loaded = bridge_fx.to_egraph(gm)
+    term = loaded.terms[loaded.index_of[a]]
+    assert term.op == "Rescale" and term.attrs[:5] == ("torch.int32", (1 << 30,), (32,), 1, 0)
+    assert bridge_fx.rescale_scales((1 << 30,), (32,)) == [0.25]
+
+
+def test_duplicate_rescales_stay_apart_by_default_and_merge_on_request():
+    gm, a, b = _duplicate_rescales()
+    first, second = classes_of(gm, a.name, b.name)
+    assert first != second
+    first, second = classes_of(gm, a.name, b.name, merge_duplicates=True)
+    assert first == second

@@ -444,6 +444,8 @@ def deserialize_node(node: list) -> tuple[Term, TensorType | None, list[TensorTy
         attrs = (tuple(attrs[0]),)
     elif op == "Slice":
         attrs = (tuple(attrs[0]), tuple(attrs[1]))
+    elif op == "Rescale":
+        attrs = tuple(tuple(a) if isinstance(a, list) else a for a in attrs)
     else:
         attrs = tuple(attrs)
     return Term(op, tuple(range(arity)), attrs), tt(out), [tt(a) for a in args]

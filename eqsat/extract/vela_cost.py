@@ -52,6 +52,9 @@ What each op costs
     convolution and costs 0; the convolution's fit includes it.
   * RESCALE int8 -> int8 and the other directions are priced as measured
     alone.
+  * A `Rescale` term is priced as per-channel when it has more than one
+    multiplier, else as per-tensor: the same families the opaque and
+    elementwise RESCALE had before it became a term.
 - Data movement on int32 tensors (TRANSPOSE, CONCAT, SLICE): in the Arm
   backend's graphs an int32 tensor is an accumulator between a CONV2D,
   MATMUL or ADD and the RESCALE that brings it back to int8. Vela fuses that
@@ -60,6 +63,7 @@ What each op costs
   that standalone RESCALE on top of its own cost (measured alone). Without
   this a rewrite that moves a transpose in front of an output RESCALE looked
   free to the model and cost +182% NPU cycles on Ethos-U55.
+- Reduce terms: priced as the opaque REDUCE_* op they were read from.
 - TABLE: fitted per dtype, measured alone (an int16 table is 6 passes on U55).
 - Opaque compute ops that rules never rewrite get proxies measured on a
   small grid (each with its output rescale): CONV2D and DEPTHWISE_CONV2D
@@ -411,11 +415,14 @@ def op_config(term: Term, out: TensorType | None, args: list[TensorType | None],
         return _concat_config(out, args)
     if term.op == "Slice":
         return OpConfig(f"slice/{dtype_name(out)}", _basic(out))
+    if term.op == "Rescale":  # priced as when it was read as Elementwise (per-tensor) or Opaque (per-channel)
+        return _rescale_config(args[0] if args else None, out, per_channel=len(term.attrs[1]) > 1)
     if term.op == "Opaque" and not term.args:
         return FREE
     name = term.attrs[0].split("#", 1)[0]
     if term.op == "Elementwise":
         return _elementwise_config(name, out, args)
+    # Reduce: priced as the opaque op it was read from (the key names it)
     return _opaque_config(name, out, args)
 
 

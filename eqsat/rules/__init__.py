@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from egglog import EGraph, Ruleset
 
-from eqsat.rules import analysis, concat_slice, reshape, slice_pushdown, transpose
+from eqsat.rules import analysis, concat_slice, rescale, reshape, slice_pushdown, transpose
 
 ANALYSIS: Ruleset = analysis.analysis
 """Shape and dtype facts for terms the rewrites create."""
@@ -23,6 +23,7 @@ RULESETS: dict[str, Ruleset] = {
     "concat-slice": concat_slice.concat_slice,
     "reshape": reshape.reshape,
     "slice-pushdown": slice_pushdown.slice_pushdown,
+    "rescale": rescale.rescale,
 }
 """The rewrite rulesets by name, one per algebra, in the order they run."""
 

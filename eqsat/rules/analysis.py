@@ -18,6 +18,8 @@ x, t = var("x", Tensor), var("t", Tensor)
 parts = var("parts", Vec[Tensor])
 perm, start, size, new_shape, dims = (var(n, Vec[i64]) for n in ("perm", "start", "size", "new_shape", "dims"))
 axis = var("axis", i64)
+multipliers, shifts = var("multipliers", Vec[i64]), var("shifts", Vec[i64])
+in_zp, out_zp, tag = var("in_zp", i64), var("out_zp", i64), var("tag", i64)
 element_type = var("element_type", String)
 
 analysis = ruleset(name="analysis")
@@ -43,6 +45,21 @@ def _data_movement_shapes():
     yield rule(eq(t).to(x.slice(start, size)), name="shape-slice").then(set_(shape(t)).to(size))
     # shape(reshape(x, s)) == s
     yield rule(eq(t).to(x.reshape(new_shape)), name="shape-reshape").then(set_(shape(t)).to(new_shape))
+    # shape(reduce(k, x, a)) == shape(x) with dim a set to 1
+    key, y, other_axis = var("key", String), var("y", Tensor), var("other_axis", i64)
+    yield rule(eq(t).to(Tensor.reduce(key, x, axis)), eq(dims).to(shape(x)), axis < dims.length(), name="shape-reduce").then(
+        set_(shape(t)).to(dims.set(axis, i64(1)))
+    )
+    # dtype(reduce(k, x, a)) == dtype(reduce(k, y, b)): the key fixes the op and its output type
+    yield rule(
+        eq(t).to(Tensor.reduce(key, x, axis)),
+        eq(element_type).to(dtype(Tensor.reduce(key, y, other_axis))),
+        name="dtype-reduce",
+    ).then(set_(dtype(t)).to(element_type))
+    # shape(rescale(x, ...)) == shape(x)
+    yield rule(eq(t).to(x.rescale(element_type, multipliers, shifts, in_zp, out_zp, tag)), eq(dims).to(shape(x)), name="shape-rescale").then(
+        set_(shape(t)).to(dims)
+    )
 
 
 @analysis.register
@@ -83,6 +100,8 @@ def _data_movement_dtypes():
     yield rule(eq(t).to(Tensor.concat(parts, axis)), eq(element_type).to(dtype(Tensor.element(parts, i64(0))))).then(
         set_(dtype(t)).to(element_type)
     )
+    # dtype(rescale(x, d, ...)) == d
+    yield rule(eq(t).to(x.rescale(element_type, multipliers, shifts, in_zp, out_zp, tag))).then(set_(dtype(t)).to(element_type))
 
 
 @analysis.register

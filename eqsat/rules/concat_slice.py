@@ -5,9 +5,10 @@ concat of adjacent slices of one tensor is one slice, and a slice that covers
 its whole input is the input. Together they show a concat whose consumers
 only read one input is dead (DESIGN §1), and fold split-then-concat patterns.
 
-CONCAT and SLICE are pure data movement: when the inputs of a TOSA CONCAT
-have different quantization, the lowering puts RESCALEs before it, so no law
-here depends on or changes quantization (terms carry none).
+CONCAT and SLICE are pure data movement: no law here depends on or changes
+quantization (terms carry none). A concat whose inputs are quantized unlike
+its output is not data movement; the bridge reads it as an opaque op
+(`bridge_fx.requantizes_inputs`), so these laws never see one.
 
 Queries cannot iterate over a Vec (DESIGN §3). The inputs of a concat are
 enumerated through the analysis `concat_offset(parts, axis, i)` (where input

@@ -82,3 +82,65 @@ def two_operands(operands: Vec[Tensor], left: Tensor, right: Tensor) -> list[Fac
         eq(left).to(Tensor.element(operands, i64(0))),
         eq(right).to(Tensor.element(operands, i64(1))),
     ]
+
+
+INT32 = "torch.int32"
+"""The dtype of the wide intermediate that rescale fusion reasons about."""
+
+NARROW_INPUTS = ("torch.int8", "torch.int16")
+"""Input dtypes whose zero-point-adjusted values fit in 17 bits: |x - in_zp| < 2^16."""
+
+
+def is_per_tensor(multipliers: Vec[i64]) -> list[Fact]:
+    """The rescale has one multiplier and shift for the whole tensor."""
+    return [eq(multipliers.length()).to(i64(1))]
+
+
+def is_exact_one(multipliers: Vec[i64], shifts: Vec[i64]) -> list[Fact]:
+    """Per-tensor multiplier * 2^-shift == 1 exactly: (v * 2^s + 2^(s-1)) >> s == v, so rounding is irrelevant."""
+    return [*is_per_tensor(multipliers), eq(multipliers[0]).to(i64(1) << shifts[0])]
+
+
+def is_identity_rescale(x_dtype, out_dtype, multipliers: Vec[i64], shifts: Vec[i64], in_zp: i64, out_zp: i64) -> list[Fact]:
+    """RESCALE is the identity: same dtype (so the clamp never bites: x - zp + zp = x is in range),
+    input zp == output zp, and the scale is exactly 1."""
+    return [eq(out_dtype).to(x_dtype), eq(in_zp).to(out_zp), *is_exact_one(multipliers, shifts)]
+
+
+def is_exact_power_of_two_scaling(multipliers: Vec[i64], shifts: Vec[i64], exponent: i64) -> list[Fact]:
+    """Per-tensor multiplier * 2^-shift == 2^exponent, exponent >= 0: the rounding right shift drops only zero bits."""
+    factor = multipliers[0] >> shifts[0]
+    return [
+        *is_per_tensor(multipliers),
+        eq(multipliers[0] % (i64(1) << shifts[0])).to(i64(0)),
+        i64(1) <= factor,
+        eq(factor & (factor - 1)).to(i64(0)),
+        eq(exponent).to(factor.log2()),
+    ]
+
+
+def fuses_exactly(exponent: i64, second_shift: i64) -> list[Fact]:
+    """rescale(m2, s2) after an exact scaling by 2^k of a narrow (|v| < 2^16) input is rescale(m2, s2 - k):
+
+    - the first never saturates its int32 output: |v| * 2^k < 2^16 * 2^15 = 2^31 (k <= 15);
+    - the fused op meets TOSA's REQUIRE |v| < 2^(shift - 1) and 2 <= shift: s2 - k >= 17.
+    Rounding: (v * 2^k * m2 + 2^(s2-1)) >> s2 == (v * m2 + 2^(s2-k-1)) >> (s2-k), exactly (divide by 2^k).
+    """
+    return [exponent <= i64(15), i64(17) <= second_shift - exponent]
+
+
+def keeps_last_axis(perm: Vec[i64]) -> list[Fact]:
+    """perm[rank - 1] == rank - 1: the channel axis of a per-channel rescale stays the last axis."""
+    return [i64(0) < perm.length(), eq(perm[perm.length() - 1]).to(perm.length() - 1)]
+
+
+def same_last_dim(a: Vec[i64], b: Vec[i64]) -> list[Fact]:
+    """a and b end with the same extent (a per-channel rescale's channels line up)."""
+    return [i64(0) < a.length(), i64(0) < b.length(), eq(a[a.length() - 1]).to(b[b.length() - 1])]
+
+
+def concat_keeps_channels(axis: i64, dims: Vec[i64], multipliers: Vec[i64]) -> list[Fact]:
+    """A rescale with these multipliers applies the same to every input of a concat along axis of tensors of shape dims:
+    it is per-tensor, or axis is not the channel (last) axis. (One fact: axis + 1 < rank + 1 for per-tensor,
+    axis + 1 < rank for per-channel.)"""
+    return [axis + 1 < dims.length() + i64(2) - multipliers.length().min(i64(2))]

@@ -2,8 +2,15 @@
 
 A transpose that meets its inverse cancels through composition and identity.
 Propagation moves a transpose across the ops between it and its inverse
-(decomposed norms, rescales, activations, concats) so that the two can meet;
-hoisting turns one transpose per concat input into one after the concat.
+(decomposed norms, activations, concats, slices, reductions) so that the two
+can meet; hoisting turns one transpose per concat input into one after the
+concat. Rescales have their own laws (eqsat/rules/rescale.py): TOSA RESCALE
+is not read as a plain elementwise op, because per-channel ones are not.
+
+Covered by the unary law: every op the bridge reads as a one-operand
+Elementwise (TOSA CLAMP and CAST, aten relu/neg/abs/clamp/bitwise_not).
+Not covered: TABLE (its lookup table is a second operand, so it is not
+unary; it would need a term of its own) and PAD (not a term yet).
 """
 
 from __future__ import annotations
@@ -112,6 +119,33 @@ def _transpose_through_elementwise():
             eq(dims.length()).to(i64(rank)),
             *all_unit_dims(shape(left), rank),
         )
+
+
+@transpose.register
+def _transpose_through_reduce():
+    reduce_key = var("reduce_key", String)
+    for new_axis in range(MAX_RANK):
+        # transpose(reduce(x, axis), p) == reduce(transpose(x, p), j)  where p[j] == axis (the kept unit dim moves with p)
+        yield law(
+            f"transpose-through-reduce-{new_axis}",
+            Tensor.reduce(reduce_key, x, axis).transpose(p),
+            Tensor.reduce(reduce_key, x.transpose(p), i64(new_axis)),
+            eq(p[new_axis]).to(axis),
+        )
+
+
+@transpose.register
+def _transpose_through_slice():
+    start, size = var("start", Vec[i64]), var("size", Vec[i64])
+    # transpose(slice(x, start, size), p) == slice(transpose(x, p), start∘p, size∘p), where (v∘p)[i] = v[p[i]]
+    #   (the inverse of slice-through-transpose: together they only union existing classes, so saturation ends)
+    yield law(
+        "transpose-through-slice",
+        x.slice(start, size).transpose(p),
+        x.transpose(p).slice(p.map(start.__getitem__), p.map(size.__getitem__)),
+        *same_length(p, start),
+        *same_length(p, size),
+    )
 
 
 @transpose.register

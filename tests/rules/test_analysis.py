@@ -38,3 +38,23 @@ def test_concat_offsets_are_the_running_sum_of_extents():
     node_vec = "(vec-of (Node 0) (Node 1) (Node 2))"
     for index, offset in enumerate((0, 3, 4, 8)):  # (check ...) raises when the fact does not hold
         egraph._run_program(*egraph._egraph.parse_program(f"(check (= (concat_offset {node_vec} 1 {index}) {offset}))"))
+
+
+def test_new_reduces_and_rescales_get_the_shape_and_dtype_of_their_tensors():
+    from executorch.backends.arm.tosa.specification import TosaLoweringContext, TosaSpecification
+    from executorch.exir.dialects._ops import ops as exir_ops
+
+    from eqsat.rules.rescale import rescale
+
+    tosa = exir_ops.backend.tosa
+    with TosaLoweringContext(TosaSpecification.create_from_string("TOSA-1.0+INT")):
+        g = GraphBuilder()
+        x = g.input("x", (2, 3, 4), torch.int32)
+        summed = g.call(tosa.TRANSPOSE.default, g.call(tosa.REDUCE_SUM.default, x, axis=0), [1, 2, 0])
+        scaled = g.call(tosa.TRANSPOSE.default, g.call(tosa.RESCALE.default, x, torch.int8, [0.5], 0, 0), [2, 0, 1])
+        s = Saturated(g.output(summed, scaled), transpose, rescale)
+    new_reduce = next(t for t in s.terms_of(summed) if t.op == "Reduce")
+    assert s.view.types[new_reduce.args[0]] == ((3, 4, 2), "torch.int32")
+    new_rescale = next(t for t in s.terms_of(scaled) if t.op == "Rescale")
+    assert s.view.types[new_rescale.args[0]] == ((4, 2, 3), "torch.int32")
+    assert s.view.types[s.class_of(scaled)] == ((4, 2, 3), "torch.int8")

@@ -322,12 +322,17 @@ def test_concat_flatten_does_not_fire_on_a_different_axis():
 
 
 def test_laws_do_not_see_quantization():
+    """Shared qparams (as the Arm quantizer gives a cat) change nothing; a concat that requantizes is not data movement
+    (test_slice_of_concat_does_not_fire_when_the_concat_requantizes_an_input)."""
+
     def build(with_qparams: bool):
         g = GraphBuilder()
-        a, b, c = (three_inputs(g) if with_qparams else [g.input(n, (2, e)) for n, e in zip("abc", (3, 4, 5))])
-        joined = g.call(cat, [a, g.call(cat, [b, c], 1)], 1)
+        a, b, c = [g.input(n, (2, e)) for n, e in zip("abc", (3, 4, 5))]
+        inner = g.call(cat, [b, c], 1)
+        joined = g.call(cat, [a, inner], 1)
         if with_qparams:
-            quantized(joined, 0.3, 0)
+            for node in (a, b, c, inner, joined):
+                quantized(node, 0.3, 0)
         outs = [g.call(slice_copy, joined, 1, lo, hi) for lo, hi in ((3, 7), (4, 6), (1, 9))]
         return Saturated(g.output(*outs), concat_slice)
 
@@ -413,3 +418,14 @@ def test_slice_of_concat_laws_are_sound(graph_module):
 @given(concat_slice_chains())
 def test_concat_slice_laws_are_sound(graph_module):
     Saturated(graph_module, concat_slice).assert_every_extraction_agrees()
+
+
+def test_slice_of_concat_does_not_fire_when_the_concat_requantizes_an_input():
+    """A concat whose inputs are quantized unlike its output is not data movement (the bridge reads it as opaque)."""
+    g = GraphBuilder()
+    a, b, c = three_inputs(g)
+    y = quantized(g.call(cat, [a, b, c], 1), 0.1, -1)  # shares a's qparams, not b's or c's
+    cut = quantized(g.call(slice_copy, y, 1, 3, 7), 0.1, -1)
+    s = Saturated(g.output(cut), concat_slice)
+    assert fired_any(s, "slice-of-concat") == 0
+    assert s.class_of(cut) != s.class_of(b)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 
+import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -163,6 +164,44 @@ def test_no_transpose_is_hoisted_when_the_permutations_differ():
     assert s.fired("transpose-hoist-from-concat-2") == 0
 
 
+def test_transpose_through_slice_fires_with_the_box_permuted():
+    g = GraphBuilder()
+    x = g.input("x", (2, 5, 3))
+    t = g.call(permute, g.call(aten.slice_copy.Tensor, x, 1, 1, 4), [2, 0, 1])
+    s = Saturated(g.output(t), transpose)
+    assert s.fired("transpose-through-slice") >= 1
+    moved = [term for term in s.terms_of(t) if term.op == "Slice"]
+    assert [term.attrs for term in moved] == [((0, 0, 1), (3, 2, 3))]
+
+
+def test_transpose_through_slice_does_not_fire_on_a_slice_alone():
+    g = GraphBuilder()
+    x = g.input("x", (2, 5, 3))
+    s = Saturated(g.output(g.call(aten.slice_copy.Tensor, x, 1, 1, 4)), transpose)
+    assert s.fired("transpose-through-slice") == 0
+
+
+@pytest.mark.parametrize("op", ["CLAMP", "CAST"])
+def test_tosa_clamp_and_cast_pass_through_transposes_as_unary_elementwise(op):
+    """CLAMP and CAST are read as unary Elementwise, so transpose-through-unary (and slice/reshape) moves them."""
+    from executorch.backends.arm.tosa.specification import TosaLoweringContext, TosaSpecification
+    from executorch.exir.dialects._ops import ops as exir_ops
+
+    tosa = exir_ops.backend.tosa
+    with TosaLoweringContext(TosaSpecification.create_from_string("TOSA-1.0+INT")):
+        g = GraphBuilder()
+        x = g.input("x", (1, 2, 3, 4))
+        t = g.call(tosa.TRANSPOSE.default, x, [0, 2, 3, 1])
+        if op == "CLAMP":
+            inner = g.call(tosa.CLAMP.default, t, -3, 7, nan_mode="PROPAGATE")
+        else:
+            inner = g.call(tosa.CAST.default, t, torch.int32)
+        back = g.call(tosa.TRANSPOSE.default, inner, [0, 3, 1, 2])
+        s = Saturated(g.output(back), transpose)
+    assert s.fired("transpose-through-unary") >= 1
+    assert any(term.op == "Elementwise" and term.args == (s.class_of(x),) for term in s.terms_of(back))
+
+
 @st.composite
 def transpose_chains(draw):
     """x -> transpose -> unary op -> transpose -> ... with random ranks, shapes and permutations."""
@@ -175,13 +214,18 @@ def transpose_chains(draw):
     for step in range(draw(st.integers(1, 4))):
         perm = list(draw(st.sampled_from(perms)))
         value = g.call(permute, value, perm)
-        kind = draw(st.sampled_from(["unary", "binary", "scalar", "concat", "none"]))
+        kind = draw(st.sampled_from(["unary", "binary", "scalar", "concat", "slice", "none"]))
         if kind == "unary":
             value = g.call(draw(st.sampled_from([aten.neg.default, aten.bitwise_not.default, aten.abs.default])), value)
         elif kind == "binary":
             value = g.call(aten.add.Tensor, value, g.call(permute, g.input(f"y{step}", tuple(value.meta["val"].shape)), list(range(rank))))
         elif kind == "scalar":
             value = g.call(aten.mul.Tensor, value, scalar)
+        elif kind == "slice":
+            dims = value.meta["val"].shape
+            dim = draw(st.integers(0, rank - 1))
+            begin = draw(st.integers(0, dims[dim] - 1))
+            value = g.call(aten.slice_copy.Tensor, value, dim, begin, draw(st.integers(begin + 1, dims[dim])))
         elif kind == "concat":
             axis = draw(st.integers(0, rank - 1))
             value = g.call(aten.cat.default, [value, g.call(aten.neg.default, value)], axis)
@@ -194,3 +238,55 @@ def transpose_chains(draw):
 @given(transpose_chains())
 def test_transpose_laws_are_sound(graph_module):
     Saturated(graph_module, transpose).assert_every_extraction_agrees()
+
+
+REDUCTIONS = {
+    "aten-sum": lambda g, x, axis: g.call(aten.sum.dim_IntList, x, [axis], True),
+    "aten-amax": lambda g, x, axis: g.call(aten.amax.default, x, [axis], True),
+}
+
+
+@pytest.mark.parametrize("reduction", sorted(REDUCTIONS))
+def test_transpose_through_reduce_fires_with_the_axis_remapped(reduction):
+    g = GraphBuilder()
+    x = g.input("x", (2, 3, 4))
+    t = g.call(permute, REDUCTIONS[reduction](g, x, 1), [2, 0, 1])
+    s = Saturated(g.output(t), transpose)
+    assert s.fired("transpose-through-reduce-2") == 1
+    moved = [term for term in s.terms_of(t) if term.op == "Reduce"]
+    assert len(moved) == 1 and moved[0].attrs[1] == 2
+
+
+def test_transpose_through_reduce_does_not_fire_on_a_reduction_that_drops_the_dim():
+    g = GraphBuilder()
+    x = g.input("x", (2, 3, 4))
+    t = g.call(permute, g.call(aten.sum.dim_IntList, x, [1], False), [1, 0])
+    s = Saturated(g.output(t), transpose)
+    assert not any(name.startswith("transpose-through-reduce") for name in s.result.rule_matches)
+
+
+@settings(max_examples=15, deadline=None)
+@given(data=st.data(), shape=st.lists(st.integers(1, 4), min_size=1, max_size=4).map(tuple))
+def test_transpose_through_reduce_is_sound(data, shape):
+    g = GraphBuilder()
+    x = g.input("x", shape, torch.int32)
+    axis = data.draw(st.integers(0, len(shape) - 1))
+    reduced = REDUCTIONS[data.draw(st.sampled_from(sorted(REDUCTIONS)))](g, x, axis)
+    perm = list(data.draw(st.permutations(range(len(shape)))))
+    Saturated(g.output(g.call(permute, reduced, perm)), transpose).assert_every_extraction_agrees()
+
+
+def test_transpose_through_tosa_reduce_sum_writes_back_tosa_with_the_new_axis():
+    from executorch.backends.arm.tosa.specification import TosaLoweringContext, TosaSpecification
+    from executorch.exir.dialects._ops import ops as exir_ops
+
+    tosa = exir_ops.backend.tosa
+    with TosaLoweringContext(TosaSpecification.create_from_string("TOSA-1.0+INT")):
+        g = GraphBuilder()
+        x = g.input("x", (2, 3, 4), torch.int32)
+        t = g.call(tosa.TRANSPOSE.default, g.call(tosa.REDUCE_SUM.default, x, axis=0), [1, 2, 0])
+        s = Saturated(g.output(t), transpose)
+        assert s.fired("transpose-through-reduce-2") == 1
+        written = [s.random_extraction(seed) for seed in range(8)]
+    reduces = {n.kwargs["axis"] for gm in written for n in gm.graph.nodes if n.target == tosa.REDUCE_SUM.default}
+    assert reduces == {0, 2}

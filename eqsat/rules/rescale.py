@@ -1,0 +1,155 @@
+"""Rescale algebra: identity rescales, exact fusion, and data movement across a RESCALE.
+
+A RESCALE term carries the exact integers the TOSA serializer emits (scale32,
+SINGLE_ROUND, signed; the bridge reads nothing else as a Rescale):
+
+    out[..., c] = clamp_out(((x[..., c] - in_zp) * m[c] + 2^(s[c] - 1)) >> s[c]) + out_zp)
+
+with c = 0 for a per-tensor rescale (one m, s) and c the last dim for a
+per-channel one. So legality is stated on integers, never on float scales.
+
+Motivation: a RESCALE sits between most data-movement ops of a quantized TOSA
+graph (InsertRescalePass); a transpose, slice or reshape that cannot cross it
+cannot meet its inverse. Moving data movement across a rescale changes no
+tensor's quantization: each element is rescaled with the same parameters.
+
+Laws:
+- identity: only when the rescale computes x exactly (is_identity_rescale);
+- fusion: only an exact integer scaling of an int8/int16 tensor to int32
+  followed by a per-tensor rescale of that int32 tensor (fuses_exactly):
+  the rounding of the second is then the rounding of the fused op. Anything
+  that would round twice (two rescales with fractional scales) is left out;
+- transpose, slice and reshape move below a rescale (towards the inputs,
+  so saturation terminates), a concat of equally rescaled inputs becomes a
+  rescale of the concat. A per-channel rescale only moves where its channel
+  axis stays the last axis with the same extent (TOSA has no axis attribute).
+
+Not covered: per-channel identity/fusion, a per-channel rescale under a
+slice that cuts the channels (its multipliers would have to be sliced).
+"""
+
+from __future__ import annotations
+
+from egglog import String, Vec, eq, i64, ruleset, var
+
+from eqsat.rules._law import law
+from eqsat.rules.guards import (
+    INT32,
+    concat_keeps_channels,
+    MAX_CONCAT_ARITY,
+    NARROW_INPUTS,
+    fuses_exactly,
+    is_exact_power_of_two_scaling,
+    is_identity_rescale,
+    is_per_tensor,
+    keeps_last_axis,
+    same_last_dim,
+)
+from eqsat.terms import Tensor, dtype, shape
+
+x = var("x", Tensor)
+out_dtype, mid_dtype = var("out_dtype", String), var("mid_dtype", String)
+m, sh, m2, sh2 = (var(n, Vec[i64]) for n in ("m", "sh", "m2", "sh2"))
+in_zp, out_zp, mid_in_zp, mid_out_zp, exponent = (var(n, i64) for n in ("in_zp", "out_zp", "mid_in_zp", "mid_out_zp", "exponent"))
+tag, inner_tag = var("tag", i64), var("inner_tag", i64)
+p, start, size, s, dims = (var(n, Vec[i64]) for n in ("p", "start", "size", "s", "dims"))
+parts = var("parts", Vec[Tensor])
+axis = var("axis", i64)
+
+rescale = ruleset(name="rescale")
+
+
+@rescale.register
+def _identity_and_fusion():
+    # rescale(x, dtype(x), m, s, zp, zp) == x  when m * 2^-s == 1 exactly (per-tensor)
+    yield law(
+        "rescale-identity",
+        x.rescale(out_dtype, m, sh, in_zp, out_zp, tag),
+        x,
+        *is_identity_rescale(dtype(x), out_dtype, m, sh, in_zp, out_zp),
+    )
+    for narrow in NARROW_INPUTS:
+        # rescale(rescale(x, int32, m1, s1, zi, 0), d, [m2], [s2], 0, zo) == rescale(x, d, [m2], [s2 - k], zi, zo)
+        #   when x is int8/int16 and m1 * 2^-s1 == 2^k exactly (the first rounds nothing), k <= 15 (|x - zi| * 2^k < 2^31:
+        #   no saturation) and s2 - k >= 17; rounding: ((x-zi)*2^k*m2 + 2^(s2-1)) >> s2 == ((x-zi)*m2 + 2^(s2-k-1)) >> (s2-k).
+        yield law(
+            f"rescale-rescale-exact-{narrow.removeprefix('torch.')}",
+            x.rescale(mid_dtype, m, sh, in_zp, mid_out_zp, inner_tag).rescale(out_dtype, m2, sh2, mid_in_zp, out_zp, tag),
+            x.rescale(out_dtype, m2, Vec(sh2[0] - exponent), in_zp, out_zp, tag),
+            eq(dtype(x)).to(String(narrow)),
+            eq(mid_dtype).to(String(INT32)),
+            eq(mid_out_zp).to(i64(0)),
+            eq(mid_in_zp).to(i64(0)),
+            *is_exact_power_of_two_scaling(m, sh, exponent),
+            *is_per_tensor(m2),
+            *fuses_exactly(exponent, sh2[0]),
+        )
+
+
+@rescale.register
+def _data_movement_through_rescale():
+    # transpose(rescale(x, P), p) == rescale(transpose(x, p), P)  per-tensor
+    yield law(
+        "transpose-through-rescale",
+        x.rescale(out_dtype, m, sh, in_zp, out_zp, tag).transpose(p),
+        x.transpose(p).rescale(out_dtype, m, sh, in_zp, out_zp, tag),
+        *is_per_tensor(m),
+    )
+    # transpose(rescale_pc(x, P), p) == rescale_pc(transpose(x, p), P)  when p keeps the channel (last) axis last
+    yield law(
+        "transpose-through-per-channel-rescale",
+        x.rescale(out_dtype, m, sh, in_zp, out_zp, tag).transpose(p),
+        x.transpose(p).rescale(out_dtype, m, sh, in_zp, out_zp, tag),
+        i64(1) < m.length(),
+        *keeps_last_axis(p),
+    )
+    # slice(rescale(x, P), box) == rescale(slice(x, box), P)  per-tensor, or per-channel when the box keeps every channel
+    yield law(
+        "slice-through-rescale",
+        x.rescale(out_dtype, m, sh, in_zp, out_zp, tag).slice(start, size),
+        x.slice(start, size).rescale(out_dtype, m, sh, in_zp, out_zp, tag),
+        *is_per_tensor(m),
+    )
+    yield law(
+        "slice-through-per-channel-rescale",
+        x.rescale(out_dtype, m, sh, in_zp, out_zp, tag).slice(start, size),
+        x.slice(start, size).rescale(out_dtype, m, sh, in_zp, out_zp, tag),
+        i64(1) < m.length(),
+        *same_last_dim(size, shape(x)),
+    )
+    # reshape(rescale(x, P), s) == rescale(reshape(x, s), P)  per-tensor, or per-channel when the last dim is kept
+    yield law(
+        "reshape-through-rescale",
+        x.rescale(out_dtype, m, sh, in_zp, out_zp, tag).reshape(s),
+        x.reshape(s).rescale(out_dtype, m, sh, in_zp, out_zp, tag),
+        *is_per_tensor(m),
+    )
+    yield law(
+        "reshape-through-per-channel-rescale",
+        x.rescale(out_dtype, m, sh, in_zp, out_zp, tag).reshape(s),
+        x.reshape(s).rescale(out_dtype, m, sh, in_zp, out_zp, tag),
+        i64(1) < m.length(),
+        *same_last_dim(s, shape(x)),
+    )
+
+
+@rescale.register
+def _concat_of_rescales():
+    source_dtype = var("source_dtype", String)
+    for arity in range(2, MAX_CONCAT_ARITY + 1):
+        items = [var(f"part{i}", Tensor) for i in range(arity)]
+        sources = [var(f"source{i}", Tensor) for i in range(arity)]
+        tags = [tag] + [var(f"tag{i}", i64) for i in range(1, arity)]  # the hoisted rescale keeps the first input's tag
+        binds = [eq(parts.length()).to(i64(arity))] + [eq(item).to(Tensor.element(parts, i64(i))) for i, item in enumerate(items)]
+        # concat([rescale(a_i, P)], axis) == rescale(concat([a_i], axis), P)  when every a_i has the same dtype and,
+        #   for a per-channel P, axis is not the channel (last) axis
+        yield law(
+            f"concat-of-rescales-{arity}",
+            Tensor.concat(parts, axis),
+            Tensor.concat(Vec(*sources), axis).rescale(out_dtype, m, sh, in_zp, out_zp, tag),
+            *binds,
+            *[eq(item).to(source.rescale(out_dtype, m, sh, in_zp, out_zp, source_tag)) for item, source, source_tag in zip(items, sources, tags)],
+            *[eq(dtype(source)).to(source_dtype) for source in sources],
+            eq(dims).to(shape(sources[0])),
+            *concat_keeps_channels(axis, dims, m),
+        )
