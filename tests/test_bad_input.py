@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import torch
+from executorch.backends.arm.ethosu import EthosUCompileSpec
+from executorch.backends.arm.quantizer import EthosUQuantizer, get_symmetric_a16w8_quantization_config
 from executorch.exir import to_edge
 from torch import fx
+from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
 
 import eqsat
+from eqsat import lowering
+from eqsat.validate import assert_lowerings_equivalent, tosa_inputs
 from tests.graphs import GraphBuilder, assert_bit_identical
 
 aten = torch.ops.aten
@@ -130,3 +136,37 @@ def test_nodes_without_meta_are_opaque():
     assert report.fallback is None
     x = torch.arange(6).reshape(2, 3)
     assert torch.equal(optimized(x)[0], -x)
+
+
+class PermuteTwiceConcat(torch.nn.Module):
+    def forward(self, x):
+        return torch.cat([x.permute(0, 2, 3, 1), x.permute(0, 2, 3, 1)], 3) + 1
+
+
+def lower_with_eqsat(exported, target, workdir):
+    eqsat.install(accept="always")
+    try:
+        return lowering.lower(exported, target, workdir=workdir), eqsat.last_reports()
+    finally:
+        eqsat.uninstall()
+
+
+def test_an_int16_lowering_with_eqsat_is_bit_exact_with_the_stock_one(tmp_path):
+    target, x = "ethos-u55-128", torch.randn(1, 4, 4, 4, generator=torch.Generator().manual_seed(0))
+    quantizer = EthosUQuantizer(EthosUCompileSpec(target))
+    quantizer.set_global(get_symmetric_a16w8_quantization_config())
+    prepared = prepare_pt2e(torch.export.export(PermuteTwiceConcat(), (x,)).module(check_guards=False), quantizer)
+    prepared(x)
+    exported = torch.export.export(convert_pt2e(prepared), (x,))
+    stock = lowering.lower(exported, target, workdir=tmp_path / "stock")
+    optimized, reports = lower_with_eqsat(exported, target, tmp_path / "eqsat")
+    assert [r.fallback for r in reports] == [None] and reports[0].changed
+    assert tosa_inputs(optimized.tosa_flatbuffers[0])[0].dtype == np.int16
+    assert_lowerings_equivalent(stock, optimized)
+
+
+def test_a_float_model_has_no_delegate_and_lowers_without_running_eqsat(tmp_path):
+    exported = torch.export.export(PermuteTwiceConcat(), (torch.randn(1, 4, 4, 4),))
+    lowered, reports = lower_with_eqsat(exported, "ethos-u55-128", tmp_path)
+    assert lowered.delegates == 0 and reports == []
+    assert "aten.cat.default" in lowered.cpu_ops
