@@ -93,7 +93,7 @@ def test_a_wrong_optimizer_is_caught_and_reported_with_a_reproducer(monkeypatch)
 
 def test_run_shrinks_a_failure_to_a_minimal_reproducer(monkeypatch):
     monkeypatch.setattr(fuzz.pipeline, "optimize", _permuting_optimizer)
-    result = fuzz.run(60, seed_value=4)
+    result = fuzz.run(20, seed_value=4, batch=1)
     assert len(result.failures) == 1
     reproducer = result.failures[0].split("reproducer:\n")[1].split("original graph:")[0]
     assert reproducer.count("Step(") == 1 and "Step('transpose'" in reproducer
@@ -123,3 +123,18 @@ def test_relu_concat_model_lowers_bit_exact_with_eqsat(tmp_path):
     assert reports and all(r.fallback is None for r in reports)
     assert stock.delegates == optimized.delegates == 1
     assert_lowerings_equivalent(stock, optimized, trials=4)
+
+
+def test_pruning_drops_what_the_outputs_do_not_need():
+    spec = GraphSpec(
+        inputs=((2, 3), (4,), (2, 3)),
+        steps=(Step("clamp", (1,), (0, 9)), Step("concat", (0, 2), (0,)), Step("slice", (4,), ((1, 0), (2, 3)))),
+        outputs=(5,),
+    )
+    pruned = spec.pruned()
+    assert pruned == GraphSpec(
+        inputs=((2, 3), (2, 3)), steps=(Step("concat", (0, 1), (0,)), Step("slice", (2,), ((1, 0), (2, 3)))), outputs=(3,)
+    )
+    full, small = spec.build(), pruned.build()
+    inputs = fuzz.random_int8_inputs(full, seed=0)
+    assert torch.equal(fuzz.evaluate(full, inputs)[0], fuzz.evaluate(small, [inputs[0], inputs[2]])[0])
