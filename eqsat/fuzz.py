@@ -455,6 +455,8 @@ def check(spec: GraphSpec, target: str = "ethos-u55-128", trials: int = 2) -> st
     The optimizer writes back its extraction whenever it is not more
     expensive (accept="always"), so the rewrite path runs on every graph.
     A fallback counts as a failure: every generated graph is valid input.
+    So does an optimized graph that does not run; an original that does not
+    run is a bug of the fuzzer and raises.
     """
     original = spec.build()
     with TosaLoweringContext(TOSA_SPEC):
@@ -463,8 +465,14 @@ def check(spec: GraphSpec, target: str = "ethos-u55-128", trials: int = 2) -> st
         return f"fallback: {report.fallback}"
     for trial in range(trials):
         inputs = random_int8_inputs(original, trial)
-        expected, actual = evaluate(original, inputs), evaluate(optimized, inputs)
-        for slot, (want, got) in enumerate(zip(expected, actual, strict=True)):
+        expected = evaluate(original, inputs)
+        try:
+            actual = evaluate(optimized, inputs)
+        except Exception as error:  # noqa: BLE001 - an optimized graph that does not run is a finding
+            return f"the optimized graph does not run: {type(error).__name__}: {error}\noptimized graph:\n{optimized.code}"
+        if len(expected) != len(actual):
+            return f"the optimized graph has {len(actual)} outputs, the original {len(expected)}"
+        for slot, (want, got) in enumerate(zip(expected, actual)):
             if want.dtype != got.dtype or want.shape != got.shape or not torch.equal(want, got):
                 return (
                     f"output {slot} differs on random_int8_inputs(seed={trial}); "

@@ -138,3 +138,19 @@ def test_pruning_drops_what_the_outputs_do_not_need():
     full, small = spec.build(), pruned.build()
     inputs = fuzz.random_int8_inputs(full, seed=0)
     assert torch.equal(fuzz.evaluate(full, inputs)[0], fuzz.evaluate(small, [inputs[0], inputs[2]])[0])
+
+
+def _unrunnable_optimizer(graph_module, target, **options):
+    """A wrong optimizer: a copy of the graph whose TRANSPOSEs become an op the evaluator does not know."""
+    graph = fx.Graph()
+    graph.output(graph.graph_copy(graph_module.graph, {}))
+    for node in graph.nodes:
+        if node.target == fuzz.TOSA.TRANSPOSE.default:
+            node.target = fuzz.TOSA.REVERSE.default
+    return fx.GraphModule(graph_module, graph), Report(target=target)
+
+
+def test_an_optimized_graph_that_does_not_run_is_a_failure(monkeypatch):
+    monkeypatch.setattr(fuzz.pipeline, "optimize", _unrunnable_optimizer)
+    problem = fuzz.check(RELU_CONCAT)
+    assert problem.startswith("the optimized graph does not run: NotImplementedError: no exact semantics for tosa.REVERSE")
