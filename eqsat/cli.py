@@ -43,6 +43,16 @@ def _calibrate(arguments: argparse.Namespace) -> int:
     return 0
 
 
+def _fuzz(arguments: argparse.Namespace) -> int:
+    from eqsat import fuzz
+
+    result = fuzz.run(arguments.n, arguments.seed, arguments.target)
+    for failure in result.failures:
+        print(f"MISMATCH\n{failure}\n")
+    print(f"eqsat fuzz: {result.graphs} graphs checked (shrinking included), {len(result.failures)} failure(s)")
+    return 1 if result.failures else 0
+
+
 def parser() -> argparse.ArgumentParser:
     top = argparse.ArgumentParser(prog="eqsat", description="Equality saturation for the ExecuTorch Arm backend")
     commands = top.add_subparsers(dest="command", required=True)
@@ -59,6 +69,11 @@ def parser() -> argparse.ArgumentParser:
     calibrate_command.add_argument("--workdir", type=Path, default=None, help="cache of measured samples (resume)")
     calibrate_command.add_argument("--scale", type=float, default=1.0, help="grid size factor (default 1.0)")
     calibrate_command.set_defaults(handler=_calibrate)
+    fuzz_command = commands.add_parser("fuzz", help="optimize random TOSA graphs and check them bit-exact")
+    fuzz_command.add_argument("--n", type=int, default=500, help="how many random graphs (default 500)")
+    fuzz_command.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    fuzz_command.add_argument("--target", default="ethos-u55-128", choices=ACCELERATORS)
+    fuzz_command.set_defaults(handler=_fuzz)
     return top
 
 

@@ -48,6 +48,10 @@ class Options:
     rules: names of the rewrite rulesets to run (None: all; (): none).
     extractor: "greedy", "ilp" or "auto" (eqsat.extract.extract).
     merge_duplicates: let identical pure ops share one node (see bridge_fx.to_egraph).
+    iteration_limit, enode_limit, time_limit: the saturation budget
+    (rules.Budget). The report's `stop_reason` names the limit that stopped
+    saturation ("iteration limit", "e-node limit", "time limit") or says
+    "saturated"; either way the cheapest graph found so far is extracted.
     """
 
     iteration_limit: int = 30
@@ -141,6 +145,12 @@ def _rebuild(
     with _phase(report, "saturate"):
         saturation = rules.saturate(loaded.egraph, options.budget, rules.rulesets_named(options.rules))
     report.iterations, report.stop_reason = saturation.iterations, saturation.stop_reason
+    if saturation.stop_reason != "saturated":
+        logger.info(
+            "eqsat: saturation stopped at the %s after %d iteration(s); extracting the best graph found so far",
+            saturation.stop_reason,
+            saturation.iterations,
+        )
     report.rules_fired = dict(sorted(saturation.rule_matches.items()))
 
     with _phase(report, "extract"):

@@ -42,7 +42,13 @@ def rulesets_named(names: tuple[str, ...] | None) -> tuple[Ruleset, ...]:
 
 @dataclass(frozen=True)
 class Budget:
-    """Limits on saturation. All three are always enforced."""
+    """Limits on saturation. All three are always enforced, between iterations.
+
+    One egglog iteration (analysis, then one round of each ruleset) cannot be
+    interrupted, so a run can overshoot the time and e-node limits by the work
+    of one iteration: the limits bound the e-graph that the next iteration
+    starts from, not the last iteration itself.
+    """
 
     iterations: int = 30
     enodes: int = 200_000

@@ -1,0 +1,156 @@
+"""Fuzzing: random TOSA graphs optimized and checked bit-exact, and the fuzzer's own parts."""
+
+from __future__ import annotations
+
+import torch
+from hypothesis import given, settings
+from torch import fx
+
+from eqsat import fuzz, lowering
+from eqsat.fuzz import GraphSpec, Step
+from eqsat.report import Report
+from eqsat.validate import assert_lowerings_equivalent
+
+DEFAULT_BATCHES = 50
+"""50 batches of fuzz.BATCH (10) graphs: the default run checks 500 graphs."""
+
+
+@settings(max_examples=DEFAULT_BATCHES, derandomize=True, database=None, deadline=None)
+@given(fuzz.batches())
+def test_random_graphs_optimize_bit_exact(specs):
+    assert len(specs) == fuzz.BATCH
+    fuzz.assert_optimizes_exactly(specs)
+
+
+RELU_CONCAT = GraphSpec(
+    inputs=((1, 3, 2, 2), (1, 3, 2, 2)),
+    steps=(Step("clamp", (0,), (-7, 127)), Step("concat", (2, 1), (1,)), Step("transpose", (3,), ((0, 2, 3, 1),))),
+    outputs=(4,),
+)
+"""CLAMP(x, zp, 127) ++ y under the shared zero point -7, then NCHW -> NHWC."""
+
+
+def test_relu_concat_under_a_shared_zero_point_optimizes_bit_exact():
+    assert fuzz.check(RELU_CONCAT) is None
+
+
+def test_generated_graphs_cover_every_step_kind_and_rank():
+    kinds, ranks = set(), set()
+
+    @settings(max_examples=60, derandomize=True, database=None, deadline=None)
+    @given(fuzz.graph_specs())
+    def collect(spec):
+        kinds.update(step.op for step in spec.steps)
+        ranks.update(len(shape) for shape in spec.inputs)
+
+    collect()
+    assert kinds >= set(fuzz.STEP_KINDS) - {"relu-concat"} and ranks == set(range(1, fuzz.MAX_RANK + 1))
+
+
+def test_merged_specs_compute_what_each_spec_computes():
+    other = GraphSpec(inputs=((4,),), steps=(Step("slice", (0,), ((1,), (2,))),), outputs=(1,))
+    merged = fuzz.merge([RELU_CONCAT, other])
+    inputs = fuzz.random_int8_inputs(merged.build(), seed=3)
+    together = fuzz.evaluate(merged.build(), inputs)
+    assert torch.equal(together[0], fuzz.evaluate(RELU_CONCAT.build(), inputs[:2])[0])
+    assert torch.equal(together[1], inputs[2][1:3])
+
+
+def test_rescale_rounds_half_up_and_saturates_as_tosa_specifies():
+    x = torch.tensor([3, -3, 5, 127, -128], dtype=torch.int8)
+    assert fuzz.tosa_rescale(x, torch.int8, 0.5, 0, 0).tolist() == [2, -1, 3, 64, -64]
+    assert fuzz.tosa_rescale(x, torch.int8, 2.0, 1, -10).tolist() == [-6, -18, -2, 127, -128]
+    assert fuzz.rescale_multiplier_shift(0.5) == (1 << 30, 31)
+
+
+def test_rescale_to_int32_keeps_the_full_product():
+    x = torch.tensor([127, -128], dtype=torch.int8)
+    assert fuzz.tosa_rescale(x, torch.int32, 1.5, -128, 0).tolist() == [383, 0]
+
+
+def _permuting_optimizer(graph_module, target, **options):
+    """A wrong optimizer: a copy of the graph with every non-sorted TRANSPOSE permutation reversed."""
+    graph = fx.Graph()
+    graph.output(graph.graph_copy(graph_module.graph, {}))
+    for node in graph.nodes:
+        if node.target == fuzz.TOSA.TRANSPOSE.default and list(node.args[1]) != sorted(node.args[1]):
+            node.args = (node.args[0], list(reversed(node.args[1])))
+    return fx.GraphModule(graph_module, graph), Report(target=target)
+
+
+def test_a_wrong_optimizer_is_caught_and_reported_with_a_reproducer(monkeypatch):
+    monkeypatch.setattr(fuzz.pipeline, "optimize", _permuting_optimizer)
+    clean = GraphSpec(inputs=((2, 3),), steps=(Step("clamp", (0,), (0, 9)),), outputs=(1,))
+    try:
+        fuzz.assert_optimizes_exactly([clean, RELU_CONCAT])
+    except fuzz.FuzzFailure as failure:
+        message = str(failure)
+    else:
+        raise AssertionError("the wrong optimizer was not caught")
+    assert "output 0 differs" in message
+    assert "Step('transpose', (3,), ((0, 2, 3, 1),))" in message and "Step('clamp', (0,), (0, 9))" not in message
+
+
+def test_run_shrinks_a_failure_to_a_minimal_reproducer(monkeypatch):
+    monkeypatch.setattr(fuzz.pipeline, "optimize", _permuting_optimizer)
+    result = fuzz.run(20, seed_value=4, batch=1)
+    assert len(result.failures) == 1
+    reproducer = result.failures[0].split("reproducer:\n")[1].split("original graph:")[0]
+    assert reproducer.count("Step(") == 1 and "Step('transpose'" in reproducer
+
+
+class ReluConcat(torch.nn.Module):
+    """cat([relu(a), b]): a ReLU'd tensor and a signed one share the concat's zero point."""
+
+    def forward(self, a, b):
+        return torch.cat([torch.relu(a), b], dim=1).permute(0, 2, 3, 1)
+
+
+def test_relu_concat_model_lowers_bit_exact_with_eqsat(tmp_path):
+    import eqsat
+
+    target = "ethos-u55-128"
+    generator = torch.Generator().manual_seed(0)
+    inputs = (torch.randn(1, 4, 4, 4, generator=generator), torch.randn(1, 4, 4, 4, generator=generator))
+    exported = lowering.quantize(ReluConcat().eval(), inputs, target)
+    stock = lowering.lower(exported, target, workdir=tmp_path / "stock")
+    eqsat.install(accept="always")
+    try:
+        optimized = lowering.lower(exported, target, workdir=tmp_path / "eqsat")
+        reports = eqsat.last_reports()
+    finally:
+        eqsat.uninstall()
+    assert reports and all(r.fallback is None for r in reports)
+    assert stock.delegates == optimized.delegates == 1
+    assert_lowerings_equivalent(stock, optimized, trials=4)
+
+
+def test_pruning_drops_what_the_outputs_do_not_need():
+    spec = GraphSpec(
+        inputs=((2, 3), (4,), (2, 3)),
+        steps=(Step("clamp", (1,), (0, 9)), Step("concat", (0, 2), (0,)), Step("slice", (4,), ((1, 0), (2, 3)))),
+        outputs=(5,),
+    )
+    pruned = spec.pruned()
+    assert pruned == GraphSpec(
+        inputs=((2, 3), (2, 3)), steps=(Step("concat", (0, 1), (0,)), Step("slice", (2,), ((1, 0), (2, 3)))), outputs=(3,)
+    )
+    full, small = spec.build(), pruned.build()
+    inputs = fuzz.random_int8_inputs(full, seed=0)
+    assert torch.equal(fuzz.evaluate(full, inputs)[0], fuzz.evaluate(small, [inputs[0], inputs[2]])[0])
+
+
+def _unrunnable_optimizer(graph_module, target, **options):
+    """A wrong optimizer: a copy of the graph whose TRANSPOSEs become an op the evaluator does not know."""
+    graph = fx.Graph()
+    graph.output(graph.graph_copy(graph_module.graph, {}))
+    for node in graph.nodes:
+        if node.target == fuzz.TOSA.TRANSPOSE.default:
+            node.target = fuzz.TOSA.REVERSE.default
+    return fx.GraphModule(graph_module, graph), Report(target=target)
+
+
+def test_an_optimized_graph_that_does_not_run_is_a_failure(monkeypatch):
+    monkeypatch.setattr(fuzz.pipeline, "optimize", _unrunnable_optimizer)
+    problem = fuzz.check(RELU_CONCAT)
+    assert problem.startswith("the optimized graph does not run: NotImplementedError: no exact semantics for tosa.REVERSE")
