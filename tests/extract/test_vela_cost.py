@@ -91,3 +91,12 @@ def test_cost_model_for_uses_the_calibration_where_there_is_one():
 def test_cost_model_for_falls_back_for_an_uncalibrated_target():
     assert not has_calibration("ethos-u55-32")
     assert isinstance(cost_model_for("ethos-u55-32"), ElementTrafficCost)
+
+
+@pytest.mark.parametrize("op", ["Transpose", "Reshape"])
+def test_moving_an_int32_accumulator_costs_more_than_moving_int8(model, op):
+    """Alone, Vela transposes int32 faster than int8 on U55; between a producer and its RESCALE it does not."""
+    term = Term(op, (0,), ((0, 2, 1),) if op == "Transpose" else ((1, 32, 64),))
+    int8 = model.cost(term, tt([1, 32, 64]), [tt([1, 64, 32])])
+    accumulator = model.cost(term, tt([1, 32, 64], "int32"), [tt([1, 64, 32], "int32")])
+    assert accumulator > int8 + model.standalone_rescale(tt([1, 32, 64], "int32")) / 2
