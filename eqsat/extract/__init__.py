@@ -32,7 +32,7 @@ def extract(
     term_cost: TermCost,
     *,
     extractor: str = "auto",
-    ilp_time_limit: float = 5.0,
+    ilp_time_limit: float = 1.0,
 ) -> Extraction:
     """The cheapest selection found for the roots; every e-class with a finite term gets one.
 

@@ -45,7 +45,10 @@ def extract_ilp(
         (eclass, term, cost)
         for eclass in classes
         for term in candidates[eclass]
-        if all(a in classes for a in term.args) and math.isfinite(cost := term_cost(eclass, term)) and cost <= budget
+        if eclass not in term.args  # a term reading its own class is a cycle; the LP relaxation would take it
+        and all(a in classes for a in term.args)
+        and math.isfinite(cost := term_cost(eclass, term))
+        and cost <= budget
     ]
     if not terms:
         return None
