@@ -49,3 +49,8 @@ def test_a_reshape_read_twice_is_a_copy(model):
 def test_the_uncalibrated_model_prices_a_copy_by_elements():
     graph = {"x": leaf("x"), "r": reshape("x"), "b": unary("CLAMP#2", "r")}
     assert copies(graph, ["b", "x"], ElementTrafficCost("ethos-u55-32")) == 1 + 64 * 32
+
+
+def test_a_reshape_of_a_reshape_is_folded_even_with_fan_out(model):
+    graph = {"x": leaf("x"), "a": unary("CLAMP#1", "x"), "r": reshape("a"), "s": reshape("r"), "b": unary("CLAMP#2", "s"), "c": unary("CLAMP#3", "r")}
+    assert copies(graph, ["b", "c"], model) == pytest.approx(model.memory_copy(TYPE))  # r is copied, s is not
