@@ -31,16 +31,15 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 import torch
-from executorch.backends.arm.tosa.mapping import TosaSpecialDtype
 from executorch.backends.arm.tosa.specification import TosaLoweringContext, TosaSpecification
 from hypothesis import HealthCheck, Phase, given, seed, settings
 from hypothesis import strategies as st
 from torch import fx
-from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.fx.node import map_aggregate
 
 from eqsat import pipeline
 from eqsat.bridge_fx import TOSA, op_name
+from eqsat.graph_builder import GraphBuilder
 
 TOSA_SPEC = TosaSpecification.create_from_string("TOSA-1.0+INT")
 MAX_RANK = 6
@@ -79,12 +78,12 @@ class GraphSpec:
 
     def build(self) -> fx.GraphModule:
         """The spec as a TOSA-dialect FX graph with FakeTensor `val` meta."""
-        builder = _Builder()
+        builder = GraphBuilder()
         values: list[fx.Node] = [builder.input(f"x{k}", shape) for k, shape in enumerate(self.inputs)]
         with TosaLoweringContext(TOSA_SPEC):
             for step in self.steps:
                 values.append(_BUILDERS[step.op](builder, [values[k] for k in step.operands], *step.attrs))
-        return builder.output([values[k] for k in self.outputs])
+        return builder.output(*[values[k] for k in self.outputs])
 
     def pruned(self) -> GraphSpec:
         """The same outputs without the steps and inputs they do not depend on."""
@@ -134,42 +133,11 @@ def merge(specs: list[GraphSpec]) -> GraphSpec:
     return GraphSpec(inputs, tuple(steps), tuple(outputs))
 
 
-class _Builder:
-    """Builds a GraphModule node by node, computing each node's meta['val']."""
-
-    def __init__(self) -> None:
-        self.graph = fx.Graph()
-        self.fake_mode = FakeTensorMode(allow_non_fake_inputs=True)
-
-    def input(self, name: str, shape: tuple[int, ...], dtype: torch.dtype = torch.int8) -> fx.Node:
-        node = self.graph.placeholder(name)
-        with self.fake_mode:
-            node.meta["val"] = torch.empty(shape, dtype=dtype)
-        return node
-
-    def const_shape(self, values: tuple[int, ...]) -> fx.Node:
-        node = self.graph.call_function(TOSA.CONST_SHAPE.default, (list(values),))
-        node.meta["val"] = list(values)
-        node.meta[TosaSpecialDtype.meta_key()] = TosaSpecialDtype.SHAPE
-        return node
-
-    def call(self, target: Any, *args: Any, **kwargs: Any) -> fx.Node:
-        node = self.graph.call_function(target, args, kwargs)
-        fake_args, fake_kwargs = map_aggregate((args, kwargs), lambda a: a.meta["val"] if isinstance(a, fx.Node) else a)
-        with self.fake_mode:
-            node.meta["val"] = target(*fake_args, **fake_kwargs)
-        return node
-
-    def output(self, slots: list[fx.Node]) -> fx.GraphModule:
-        self.graph.output(tuple(slots))
-        return fx.GraphModule(torch.nn.Module(), self.graph)
-
-
-def _rescale(b: _Builder, x: fx.Node, dtype: torch.dtype, scale: float, in_zp: int, out_zp: int) -> fx.Node:
+def _rescale(b: GraphBuilder, x: fx.Node, dtype: torch.dtype, scale: float, in_zp: int, out_zp: int) -> fx.Node:
     return b.call(TOSA.RESCALE.default, x, dtype, [scale], in_zp, out_zp)
 
 
-def _build_add(b: _Builder, xs: list[fx.Node], scale_a, scale_b, scale_out, zp_a, zp_b, zp_out) -> fx.Node:
+def _build_add(b: GraphBuilder, xs: list[fx.Node], scale_a, scale_b, scale_out, zp_a, zp_b, zp_out) -> fx.Node:
     wide_a = _rescale(b, xs[0], torch.int32, scale_a, zp_a, 0)
     wide_b = _rescale(b, xs[1], torch.int32, scale_b, zp_b, 0)
     return _rescale(b, b.call(TOSA.ADD.default, wide_a, wide_b), torch.int8, scale_out, 0, zp_out)
