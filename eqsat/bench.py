@@ -110,6 +110,27 @@ def markdown_table(rows: list[dict]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def headline_table(rows: list[dict]) -> str:
+    """The README's table: NPU cycles before and after, data movement, the estimate's error, time share, bit-exactness."""
+    lines = [
+        "| model | target | NPU cycles stock | NPU cycles eqsat | change | data-movement cycles stock → eqsat "
+        "| cost model error vs Vela (stock) | eqsat time / lowering | bit-exact |",
+        "|---|---|---:|---:|---:|---|---:|---:|---|",
+    ]
+    for row in rows:
+        stock, optimized = row["stock"], row["optimized"]
+        estimate = sum(r["cost_before"] for r in row["reports"]) if row["reports"] else None
+        share = row["eqsat_seconds"] / optimized["lowering_seconds"] if optimized["lowering_seconds"] else 0.0
+        lines.append(
+            f"| {row['model']} | {row['target']} | {stock['cycles_npu']} | {optimized['cycles_npu']} "
+            f"| {_change(stock['cycles_npu'], optimized['cycles_npu'])} "
+            f"| {stock['data_movement_cycles']} → {optimized['data_movement_cycles']} "
+            f"| {'n/a' if estimate is None else _change(stock['cycles_npu'], estimate)} | {100 * share:.1f}% "
+            f"| {'yes' if row['bit_exact'] else 'NO'} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
 def plot(rows: list[dict], out: Path) -> list[Path]:
     """Bar charts: NPU cycles stock vs eqsat per model and target, and eqsat's share of lowering time."""
     written = []
@@ -143,6 +164,7 @@ def plot(rows: list[dict], out: Path) -> list[Path]:
 def write_results(rows: list[dict], out: Path) -> None:
     (out / "results.json").write_text(json.dumps(rows, indent=1))
     (out / "results.md").write_text(markdown_table(rows))
+    (out / "headline.md").write_text(headline_table(rows))
     plot(rows, out)
 
 

@@ -34,6 +34,10 @@ ACCELERATORS = tuple(
 )
 
 
+COST_TOLERANCE = 1e-9
+"""Relative difference of two cost totals below which they count as equal."""
+
+
 class EqsatError(RuntimeError):
     """An internal failure of the optimizer (raised only in strict mode)."""
 
@@ -166,8 +170,10 @@ def _rebuild(
         extracted = {c: selection[c] for c in reachable(selection, roots)}
         report.cost_after = extraction.cost + cost_models.reshape_copies(extracted, roots, view.types.get, model)
 
-    accepted = report.cost_after < report.cost_before or (
-        options.accept == "always" and report.cost_after <= report.cost_before
+    # Both totals are float sums taken in different orders: equal graphs may differ in the last bits.
+    noise = COST_TOLERANCE * max(1.0, abs(report.cost_before))
+    accepted = report.cost_after < report.cost_before - noise or (
+        options.accept == "always" and report.cost_after <= report.cost_before + noise
     )
     if not accepted:
         return None

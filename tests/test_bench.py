@@ -64,3 +64,8 @@ def test_a_rerun_measures_only_missing_rows_and_rows_of_another_calibration(tmp_
     assert measured == ["stale", "new"]
     assert [r["model"] for r in rows] == ["kept", "stale", "new"]
     assert [r["stock"]["cycles_npu"] for r in rows] == [1, 2, 2]
+
+
+def test_headline_shows_the_change_the_estimate_error_and_bit_exactness():
+    line = bench.headline_table([row("m", 1000, 1200, "x")]).splitlines()[2]
+    assert line == "| m | ethos-u55-128 | 1000 | 1200 | +20.0% | 250 → 300 | -10.0% | 10.0% | yes |"

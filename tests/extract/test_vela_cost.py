@@ -100,3 +100,10 @@ def test_moving_an_int32_accumulator_costs_more_than_moving_int8(model, op):
     int8 = model.cost(term, tt([1, 32, 64]), [tt([1, 64, 32])])
     accumulator = model.cost(term, tt([1, 32, 64], "int32"), [tt([1, 64, 32], "int32")])
     assert accumulator > int8 + model.standalone_rescale(tt([1, 32, 64], "int32")) / 2
+
+
+def test_a_batched_slice_pays_one_copy_per_leading_index(model):
+    term = Term("Slice", (0,), ((0, 0, 0, 0), (256, 1, 1, 32)))
+    batched = model.cost(term, tt([256, 1, 1, 32]), [tt([256, 1, 1, 96])])
+    flat = model.cost(Term("Slice", (0,), ((0, 0, 0), (1, 256, 32))), tt([1, 256, 32]), [tt([1, 256, 96])])
+    assert batched >= 256 * model.memory_copy(tt([1, 1, 32])) > 10 * flat
