@@ -136,3 +136,17 @@ def test_a_tosa_graph_is_optimized_outside_the_arm_pipeline():
     assert report.fallback is None and report.changed
     output = next(n for n in result.graph.nodes if n.op == "output")
     assert [slot.op for slot in output.args[0]] == ["placeholder"]  # the inverse pair cancelled
+
+
+def test_a_saving_below_min_saving_keeps_the_original_graph():
+    gm = permute_graph()
+    _, taken = eqsat.optimize(gm)
+    assert taken.changed and taken.cost_after < taken.cost_before
+    saving = 1 - taken.cost_after / taken.cost_before
+    result, report = eqsat.optimize(gm, min_saving=min(0.99, saving * 1.5))
+    assert result is gm and not report.changed
+
+
+def test_min_saving_out_of_range_is_a_clear_error():
+    with pytest.raises(ValueError, match="min_saving"):
+        eqsat.optimize(permute_graph(), min_saving=1.5)
