@@ -75,60 +75,81 @@ def _change(before: int, after: int) -> str:
 
 def _estimate(row: dict) -> str:
     """The cost model's totals before and after, with their errors against Vela's cycles_npu."""
-    before = sum(r["cost_before"] for r in row["reports"])
-    after = sum(r["cost_after"] for r in row["reports"])
     if not row["reports"]:
         return "n/a"
+    before = sum(r["cost_before"] for r in row["reports"])
+    after = sum(r["cost_after"] for r in row["reports"])
     return (
         f"{before:.0f} ({_change(row['stock']['cycles_npu'], before)}) → "
         f"{after:.0f} ({_change(row['optimized']['cycles_npu'], after)})"
     )
 
 
-def markdown_table(rows: list[dict]) -> str:
-    """The headline table: Vela NPU cycles before and after, per model and target."""
+def _estimate_error(row: dict) -> str:
+    """The cost model's estimate of the stock graph against Vela's cycles_npu."""
+    if not row["reports"]:
+        return "n/a"
+    return _change(row["stock"]["cycles_npu"], sum(r["cost_before"] for r in row["reports"]))
+
+
+def _rules_fired(row: dict) -> str:
+    fired: dict[str, int] = {}
+    for report in row["reports"]:
+        for law, count in report["rules_fired"].items():
+            fired[law] = fired.get(law, 0) + count
+    return ", ".join(f"{law} ×{count}" for law, count in sorted(fired.items())) or "none"
+
+
+def _time_share(row: dict) -> str:
+    lowering = row["optimized"]["lowering_seconds"]
+    return f"{100 * row['eqsat_seconds'] / lowering:.1f}%" if lowering else "n/a"
+
+
+COLUMNS = {
+    "model": ("model", "---", lambda r: r["model"]),
+    "target": ("target", "---", lambda r: r["target"]),
+    "stock": ("NPU cycles stock", "---:", lambda r: str(r["stock"]["cycles_npu"])),
+    "eqsat": ("NPU cycles eqsat", "---:", lambda r: str(r["optimized"]["cycles_npu"])),
+    "change": ("change", "---:", lambda r: _change(r["stock"]["cycles_npu"], r["optimized"]["cycles_npu"])),
+    "data movement": (
+        "data-movement cycles stock → eqsat",
+        "---",
+        lambda r: f"{r['stock']['data_movement_cycles']} → {r['optimized']['data_movement_cycles']}",
+    ),
+    "ops": (
+        "TOSA ops stock → eqsat",
+        "---",
+        lambda r: f"{sum(r['stock']['tosa_ops'].values())} → {sum(r['optimized']['tosa_ops'].values())}",
+    ),
+    "estimate": ("cost model stock → eqsat (error vs Vela)", "---", _estimate),
+    "estimate error": ("cost model error vs Vela (stock)", "---:", _estimate_error),
+    "rules": ("rules fired", "---", _rules_fired),
+    "time share": ("eqsat time / lowering", "---:", _time_share),
+    "bit-exact": ("bit-exact", "---", lambda r: "yes" if r["bit_exact"] else f"NO: {r['mismatch']}"),
+}
+"""The table columns: (header, alignment, cell of a row)."""
+
+FULL = ("model", "target", "stock", "eqsat", "change", "data movement", "ops", "estimate", "rules", "time share", "bit-exact")
+HEADLINE = ("model", "target", "stock", "eqsat", "change", "data movement", "estimate error", "time share", "bit-exact")
+
+
+def _table(rows: list[dict], columns: tuple[str, ...]) -> str:
     lines = [
-        "| model | target | NPU cycles stock | NPU cycles eqsat | change | data-movement cycles stock → eqsat "
-        "| TOSA ops stock → eqsat | cost model stock → eqsat (error vs Vela) | rules fired | eqsat time / lowering | bit-exact |",
-        "|---|---|---:|---:|---:|---|---|---|---|---:|---|",
+        "| " + " | ".join(COLUMNS[c][0] for c in columns) + " |",
+        "|" + "|".join(COLUMNS[c][1] for c in columns) + "|",
     ]
-    for row in rows:
-        stock, optimized = row["stock"], row["optimized"]
-        fired = {}
-        for report in row["reports"]:
-            for law, count in report["rules_fired"].items():
-                fired[law] = fired.get(law, 0) + count
-        fired_text = ", ".join(f"{law} ×{count}" for law, count in sorted(fired.items())) or "none"
-        share = row["eqsat_seconds"] / optimized["lowering_seconds"] if optimized["lowering_seconds"] else 0.0
-        lines.append(
-            f"| {row['model']} | {row['target']} | {stock['cycles_npu']} | {optimized['cycles_npu']} "
-            f"| {_change(stock['cycles_npu'], optimized['cycles_npu'])} "
-            f"| {stock['data_movement_cycles']} → {optimized['data_movement_cycles']} "
-            f"| {sum(stock['tosa_ops'].values())} → {sum(optimized['tosa_ops'].values())} "
-            f"| {_estimate(row)} | {fired_text} | {100 * share:.1f}% | {'yes' if row['bit_exact'] else 'NO: ' + str(row['mismatch'])} |"
-        )
+    lines += ["| " + " | ".join(COLUMNS[c][2](row) for c in columns) + " |" for row in rows]
     return "\n".join(lines) + "\n"
+
+
+def markdown_table(rows: list[dict]) -> str:
+    """The full table: cycles, data movement, op counts, the estimate, rules fired, time share, bit-exactness."""
+    return _table(rows, FULL)
 
 
 def headline_table(rows: list[dict]) -> str:
     """The README's table: NPU cycles before and after, data movement, the estimate's error, time share, bit-exactness."""
-    lines = [
-        "| model | target | NPU cycles stock | NPU cycles eqsat | change | data-movement cycles stock → eqsat "
-        "| cost model error vs Vela (stock) | eqsat time / lowering | bit-exact |",
-        "|---|---|---:|---:|---:|---|---:|---:|---|",
-    ]
-    for row in rows:
-        stock, optimized = row["stock"], row["optimized"]
-        estimate = sum(r["cost_before"] for r in row["reports"]) if row["reports"] else None
-        share = row["eqsat_seconds"] / optimized["lowering_seconds"] if optimized["lowering_seconds"] else 0.0
-        lines.append(
-            f"| {row['model']} | {row['target']} | {stock['cycles_npu']} | {optimized['cycles_npu']} "
-            f"| {_change(stock['cycles_npu'], optimized['cycles_npu'])} "
-            f"| {stock['data_movement_cycles']} → {optimized['data_movement_cycles']} "
-            f"| {'n/a' if estimate is None else _change(stock['cycles_npu'], estimate)} | {100 * share:.1f}% "
-            f"| {'yes' if row['bit_exact'] else 'NO'} |"
-        )
-    return "\n".join(lines) + "\n"
+    return _table(rows, HEADLINE)
 
 
 def plot(rows: list[dict], out: Path) -> list[Path]:
