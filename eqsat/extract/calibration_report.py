@@ -144,8 +144,9 @@ def write_report(targets: list[str], workdir: Path = DEFAULT_WORKDIR, *, jobs: i
         lines.append(f"| {t} | {d['vela_version']} | {d['system_config']} | {d['memory_mode']} | {statuses.get('ok', 0)}/{sum(statuses.values())} | {d['seconds'] / 60:.1f} min |")
 
     lines += ["", "## Whole models: estimate at eqsat's insertion point vs Vela", ""]
-    lines += ["`predicted` is the sum over delegates of the report's `cost_before` (eqsat installed with `rules=()`);",
-              "`Vela` is `cycles_npu` of the TOSA the same lowering handed to Vela.", ""]
+    lines += ["`predicted` is the sum over delegates of the pass reports' `cost_before`: the estimate of the graph",
+              "eqsat is given, before any rewrite. `Vela` is `cycles_npu` of the stock lowering's TOSA. Both come from",
+              "the `eqsat bench` rows in benchmarks/results/runs/.", ""]
     lines += ["| model | " + " | ".join(f"{t} predicted | {t} Vela | error" for t in targets) + " |"]
     lines += ["|---|" + "---:|---:|---:|" * len(targets)]
     by_model: dict[str, dict[str, dict]] = {}
