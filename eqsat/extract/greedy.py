@@ -28,7 +28,7 @@ def extract_greedy(candidates: dict[str, list[Term]], term_cost: TermCost) -> Se
     users: dict[str, list[tuple[str, Term]]] = defaultdict(list)
     for eclass, terms in candidates.items():
         for term in terms:
-            for arg in set(term.args):
+            for arg in dict.fromkeys(term.args):  # ordered: ties break the same way in every process
                 users[arg].append((eclass, term))
     sharing = {arg: len({user_class for user_class, _ in arg_users}) for arg, arg_users in users.items()}
     best: dict[str, float] = {}

@@ -62,10 +62,10 @@ def extract_ilp(
         chosen_in[eclass].append(k)
     for eclass in classes:
         rows.append(({k: 1.0 for k in chosen_in[eclass]}, -np.inf, 1.0))
-    for root in set(roots):
+    for root in dict.fromkeys(roots):  # ordered: HiGHS breaks ties by row order
         rows.append(({k: 1.0 for k in chosen_in[root]}, 1.0, np.inf))
     for k, (eclass, term, _) in enumerate(terms):
-        for arg in set(term.args):
+        for arg in dict.fromkeys(term.args):
             row = {j: 1.0 for j in chosen_in[arg]}
             row[k] = row.get(k, 0.0) - 1.0
             rows.append((row, 0.0, np.inf))
