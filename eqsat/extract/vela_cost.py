@@ -144,11 +144,20 @@ def target_family(target: str) -> str:
 
 
 def canonical_transpose(shape: tuple[int, ...], perm: tuple[int, ...]) -> tuple[list[int], list[int]]:
-    """Drop leading unit axes that stay in place, down to rank 3 (Vela reads 4D N=1 as 3D HWC)."""
-    shape, perm = list(shape), list(perm)
-    while len(shape) > 3 and shape[0] == 1 and perm[0] == 0:
-        shape, perm = shape[1:], [p - 1 for p in perm[1:]]
-    return shape, perm
+    """Drop the leading unit axes that stay in place, if that leaves rank 3 (one 3D pass).
+
+    Vela 5.1 decomposes a transpose whose leading unit axes would leave rank 4
+    or more at its full rank: (1, 32, 3, 4, 8) with perm (0, 2, 3, 1, 4) runs
+    as 10 passes on Ethos-U85, the count of the 5D decomposition, not the 6 of
+    the 4D one. (1, 4, 8, 16) with perm (0, 2, 1, 3) runs as one 3D pass.
+    """
+    leading = 0
+    while leading < len(shape) and shape[leading] == 1 and perm[leading] == leading:
+        leading += 1
+    if len(shape) > 3 and len(shape) - leading <= 3:
+        drop = len(shape) - 3
+        return list(shape[drop:]), [p - drop for p in perm[drop:]]
+    return list(shape), list(perm)
 
 
 def is_noop_transpose(shape: tuple[int, ...], perm: tuple[int, ...]) -> bool:

@@ -107,3 +107,23 @@ def test_a_batched_slice_pays_one_copy_per_leading_index(model):
     batched = model.cost(term, tt([256, 1, 1, 32]), [tt([256, 1, 1, 96])])
     flat = model.cost(Term("Slice", (0,), ((0, 0, 0), (1, 256, 32))), tt([1, 256, 32]), [tt([1, 256, 96])])
     assert batched >= 256 * model.memory_copy(tt([1, 1, 32])) > 10 * flat
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize(
+    "shape, perm",
+    [
+        ((1, 32, 3, 4, 8), (0, 2, 3, 1, 4)),  # the conformer's q/k/v split: 5D decomposition, not 4D
+        ((1, 4, 8, 16, 2), (0, 2, 1, 4, 3)),
+        ((1, 4, 8, 16), (0, 2, 1, 3)),  # N=1 dropped: one 3D pass
+        ((1, 1, 4, 8, 16), (0, 1, 3, 2, 4)),
+        ((2, 16, 4, 16, 12), (1, 3, 4, 2, 0)),
+    ],
+)
+def test_transpose_passes_match_the_layers_vela_runs(target, shape, perm):
+    from eqsat.extract.calibration_graphs import Sample, build_tosa
+    from eqsat.extract.vela_cost import target_family, transpose_passes
+    from eqsat.vela import estimate
+
+    graph, _ = build_tosa([Sample("transpose", {"shape": list(shape), "perm": list(perm), "dtype": "int8"})])
+    assert len(estimate(graph, target).layers) == len(transpose_passes(shape, perm, target_family(target)))
