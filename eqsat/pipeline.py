@@ -1,4 +1,4 @@
-"""One optimizer run: FX -> e-graph -> saturate -> extract -> FX -> checks.
+"""One optimizer run: FX -> e-graph -> saturate -> extract -> refine -> FX -> checks.
 
 Never makes a graph worse: the original graph is always a candidate, and if
 the extracted graph is not cheaper under the cost model, or anything fails,
@@ -24,6 +24,7 @@ from eqsat.extract import cost as cost_models
 from eqsat.extract.egraph_view import EGraphView
 from eqsat.extract import EXTRACTORS, extract
 from eqsat.extract.greedy import reachable
+from eqsat.extract.refine import refine
 from eqsat.report import Report, op_counts
 
 logger = logging.getLogger("eqsat")
@@ -168,14 +169,23 @@ def _rebuild(
         view = EGraphView.of(loaded.egraph, len(loaded.nodes))
         report.egraph_enodes, report.egraph_classes = view.enode_count, len(view.candidates)
 
+        term_costs: dict[tuple[str, bridge_fx.Term], float] = {}
+
         def term_cost(eclass: str, term: bridge_fx.Term) -> float:
-            return model.cost(term, view.types.get(eclass), [view.types.get(a) for a in term.args])
+            key = (eclass, term)
+            if key not in term_costs:
+                term_costs[key] = model.cost(term, view.types.get(eclass), [view.types.get(a) for a in term.args])
+            return term_costs[key]
+
+        def graph_cost(selection: dict[str, bridge_fx.Term]) -> float:
+            live = {c: selection[c] for c in reachable(selection, roots)}
+            return sum(term_cost(c, t) for c, t in live.items()) + cost_models.reshape_copies(live, roots, view.types.get, model)
 
         roots = [view.class_of_node[i] for i in loaded.outputs if i is not None]
         extraction = extract(view.candidates, roots, term_cost, extractor=options.extractor)
-        selection, report.extractor = extraction.selection, extraction.extractor
-        extracted = {c: selection[c] for c in reachable(selection, roots)}
-        report.cost_after = extraction.cost + cost_models.reshape_copies(extracted, roots, view.types.get, model)
+        report.extractor = extraction.extractor
+    with _phase(report, "refine"):
+        selection, report.cost_after = refine(extraction.selection, view.candidates, roots, graph_cost)
 
     # Both totals are float sums taken in different orders: equal graphs may differ in the last bits.
     noise = COST_TOLERANCE * max(1.0, abs(report.cost_before))
