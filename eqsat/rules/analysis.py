@@ -63,6 +63,31 @@ def _data_movement_shapes():
 
 
 @analysis.register
+def _pad_and_table_types():
+    padding, value = var("padding", Vec[i64]), var("value", i64)
+    for rank in range(1, MAX_RANK + 1):
+        # shape(pad(x, padding, v))[i] == shape(x)[i] + padding[2i] + padding[2i + 1]
+        yield rule(
+            eq(t).to(x.pad(padding, value)),
+            eq(dims).to(shape(x)),
+            eq(dims.length()).to(i64(rank)),
+            eq(padding.length()).to(i64(2 * rank)),
+            name=f"shape-pad-{rank}",
+        ).then(set_(shape(t)).to(Vec[i64](*[dims[i] + padding[2 * i] + padding[2 * i + 1] for i in range(rank)])))
+    # dtype(pad(x, padding, v)) == dtype(x)
+    yield rule(eq(t).to(x.pad(padding, value)), eq(element_type).to(dtype(x))).then(set_(dtype(t)).to(element_type))
+    key, lut, y, other_lut = var("key", String), var("lut", Tensor), var("y", Tensor), var("other_lut", Tensor)
+    # shape(table(k, x, lut)) == shape(x)
+    yield rule(eq(t).to(Tensor.table(key, x, lut)), eq(dims).to(shape(x)), name="shape-table").then(set_(shape(t)).to(dims))
+    # dtype(table(k, x, lut)) == dtype(table(k, y, lut')): the key fixes the op and its output type
+    yield rule(
+        eq(t).to(Tensor.table(key, x, lut)),
+        eq(element_type).to(dtype(Tensor.table(key, y, other_lut))),
+        name="dtype-table",
+    ).then(set_(dtype(t)).to(element_type))
+
+
+@analysis.register
 def _operand_elements():
     key, index, operand = var("key", String), var("index", i64), var("operand", Tensor)
     # element(parts, 0) == parts[0]  for the inputs of every concat and the operands of every elementwise op
@@ -146,3 +171,4 @@ def _prefix_products():
             *[eq(products[i + 1]).to(products[i] * known[i]) for i in range(rank)],
             name=f"prefix-products-{rank}",
         ).then(*[set_(prefix_product(known, i64(i))).to(product) for i, product in enumerate(products)])
+
