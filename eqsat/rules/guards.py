@@ -128,6 +128,11 @@ def is_exact_one(multipliers: Vec[i64], shifts: Vec[i64]) -> list[Fact]:
     return [*is_per_tensor(multipliers), eq(multipliers[0]).to(i64(1) << shifts[0])]
 
 
+def is_exact_one_per_channel(multipliers: Vec[i64], shifts: Vec[i64]) -> list[Fact]:
+    """A per-channel rescale whose every channel has multiplier * 2^-shift == 1 exactly: m[c] == 1 << s[c] for all c."""
+    return [i64(1) < multipliers.length(), eq(multipliers).to(shifts.map(UnstableFn[i64, i64](i64.__lshift__, i64(1))))]
+
+
 def is_identity_rescale(x_dtype, out_dtype, multipliers: Vec[i64], shifts: Vec[i64], in_zp: i64, out_zp: i64) -> list[Fact]:
     """RESCALE is the identity: same dtype (so the clamp never bites: x - zp + zp = x is in range),
     input zp == output zp, and the scale is exactly 1."""

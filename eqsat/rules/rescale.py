@@ -17,7 +17,7 @@ Laws:
 - identity: only when the rescale computes x exactly (is_identity_rescale),
   per tensor or on every channel;
 - fusion: only an exact integer scaling of an int8/int16 tensor to int32
-  followed by a per-tensor rescale of that int32 tensor (fuses_exactly):
+  followed by a rescale of that int32 tensor (fuses_exactly):
   the rounding of the second is then the rounding of the fused op. The
   second may be per-channel (each channel's shift must leave room: the
   analysis' prefix_min gives the smallest). Anything that would round twice
@@ -48,6 +48,7 @@ from eqsat.rules.guards import (
     MAX_CONCAT_ARITY,
     NARROW_INPUTS,
     fuses_exactly,
+    is_exact_one_per_channel,
     is_exact_power_of_two_scaling,
     is_identity_rescale,
     is_per_tensor,
@@ -66,11 +67,6 @@ parts = var("parts", Vec[Tensor])
 axis = var("axis", i64)
 
 rescale = ruleset(name="rescale")
-
-
-def is_exact_one_per_channel(multipliers: Vec[i64], shifts: Vec[i64]) -> list[Fact]:
-    """A per-channel rescale whose every channel has multiplier * 2^-shift == 1 exactly: m[c] == 1 << s[c] for all c."""
-    return [i64(1) < multipliers.length(), eq(multipliers).to(shifts.map(UnstableFn[i64, i64](i64.__lshift__, i64(1))))]
 
 
 def shifted_down(shifts: Vec[i64], exponent: i64) -> Vec[i64]:
