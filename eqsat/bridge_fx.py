@@ -52,7 +52,8 @@ class Term:
     it is read from the e-graph. `attrs` per op:
     Transpose (perm,), Concat (axis,), Slice (start, size), Reshape (shape,),
     Rescale (dtype, multipliers, shifts, in_zp, out_zp, tag), Reduce (key, axis),
-    Opaque and Elementwise (key,).
+    Pad (padding, value), Opaque, Elementwise and Table (key,) (Table's args are
+    its input and its lookup table).
     """
 
     op: str
@@ -187,6 +188,37 @@ def _read_reshape(node: fx.Node, index: Callable[[fx.Node], int]) -> Term | None
     return Term("Reshape", (index(node.args[0]),), (shape,))
 
 
+def _integral(value: Any) -> int | None:
+    """value as an int if it is a whole number (a pad constant), else None."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value != int(value):
+        return None
+    return int(value)
+
+
+def _read_tosa_pad(node: fx.Node, index: Callable[[fx.Node], int]) -> Term | None:
+    """TOSA PAD(x, CONST_SHAPE [before_0, after_0, ...], value=v) with a whole-number pad value."""
+    x, padding = node.args[0], _const_shape_values(node.args[1]) if len(node.args) > 1 else None
+    value = _integral(node.kwargs.get("value", 0))
+    shape = _static_shape(x) if isinstance(x, fx.Node) else None
+    if padding is None or value is None or shape is None or len(padding) != 2 * len(shape) or min(padding, default=0) < 0:
+        return None
+    return Term("Pad", (index(x),), (padding, value))
+
+
+def _read_aten_pad(node: fx.Node, index: Callable[[fx.Node], int]) -> Term | None:
+    """aten constant_pad_nd(x, [last_before, last_after, ...], value): pairs from the last dim backwards; no cropping."""
+    x, pad = node.args[0], node.args[1]
+    value = _integral(node.args[2] if len(node.args) > 2 else node.kwargs.get("value", 0))
+    shape = _static_shape(x) if isinstance(x, fx.Node) else None
+    if shape is None or value is None or not isinstance(pad, (list, tuple)) or len(pad) % 2 or len(pad) > 2 * len(shape):
+        return None
+    if not all(isinstance(v, int) and v >= 0 for v in pad):
+        return None
+    pairs = [pad[i : i + 2] for i in range(0, len(pad), 2)][::-1]
+    padding = (0, 0) * (len(shape) - len(pairs)) + tuple(int(v) for pair in pairs for v in pair)
+    return Term("Pad", (index(x),), (padding, value))
+
+
 RESCALE_DTYPES = ("torch.int8", "torch.int16", "torch.int32")
 
 
@@ -235,6 +267,8 @@ MODELLED_OPS: dict[str, Reader] = {
     "tosa.RESHAPE.default": _read_reshape,
     "aten.view_copy.default": _read_reshape,
     "tosa.RESCALE.default": _read_rescale,
+    "tosa.PAD.default": _read_tosa_pad,
+    "aten.constant_pad_nd.default": _read_aten_pad,
 }
 """FX targets read as data-movement terms."""
 
@@ -305,6 +339,21 @@ def with_reduce_axis(node: fx.Node, axis: int) -> tuple[tuple, dict]:
     else:
         args[1] = [axis]
     return tuple(args), kwargs
+
+
+TABLE_OPS = frozenset({"tosa.TABLE.default"})
+"""FX targets read as `Table`: an elementwise lookup of the first operand in the second (a constant)."""
+
+
+def _is_table(node: fx.Node) -> bool:
+    return (
+        op_name(node.target) in TABLE_OPS
+        and len(node.args) == 2
+        and not node.kwargs
+        and all(isinstance(a, fx.Node) for a in node.args)
+        and _static_shape(node) is not None
+        and _static_shape(node.args[0]) == _static_shape(node)
+    )
 
 
 def _is_per_tensor_rescale(node: fx.Node) -> bool:
@@ -391,6 +440,8 @@ def read_node(
     key = keys.setdefault(full_key, f"{name}#{len(keys)}")
     if node.op == "call_function" and name in REDUCE_OPS and (axis := reduce_axis(node)) is not None:
         return Term("Reduce", (index(node.args[0]),), (key, axis))
+    if node.op == "call_function" and _is_table(node):
+        return Term("Table", (index(node.args[0]), index(node.args[1])), (key,))
     is_elementwise = node.op == "call_function" and (name in ELEMENTWISE_OPS or _is_per_tensor_rescale(node))
     op = "Elementwise" if is_elementwise and _tensor_val(node) is not None else "Opaque"
     return Term(op, tuple(index(a) for a in _node_args(node)), (key,))
@@ -408,6 +459,11 @@ def _fact_row(i: int, term: Term) -> tuple[str, list]:
         return f"Reshape_{len(term.attrs[0])}", [i, *term.args, *term.attrs[0]]
     if term.op == "Reduce":
         return "Reduce_1", [i, term.attrs[0], *term.args, term.attrs[1]]
+    if term.op == "Pad":
+        padding, value = term.attrs
+        return f"Pad_{len(padding)}", [i, *term.args, *padding, value]
+    if term.op == "Table":
+        return "Table_2", [i, term.attrs[0], *term.args]
     if term.op == "Rescale":
         out_dtype, multipliers, shifts, in_zp, out_zp, tag = term.attrs
         return f"Rescale_{len(multipliers)}", [i, *term.args, out_dtype, *multipliers, *shifts, in_zp, out_zp, tag]
@@ -436,6 +492,11 @@ def _build_rule(table: str) -> tuple[str, str]:
         cols, body = ["x0", *dims], f"(Reshape (Node x0) {_vec(dims)})"
     elif op == "Reduce":
         cols, body = ["key", "x0", "axis"], "(Reduce key (Node x0) axis)"
+    elif op == "Pad":
+        pads = [f"p{k}" for k in range(n)]
+        cols, body = ["x0", *pads, "value"], f"(Pad (Node x0) {_vec(pads)} value)"
+    elif op == "Table":
+        cols, body = ["key", "x0", "x1"], "(Table key (Node x0) (Node x1))"
     elif op == "Rescale":
         ms, ss = [f"m{k}" for k in range(n)], [f"s{k}" for k in range(n)]
         cols, body = ["x0", "key", *ms, *ss, "izp", "ozp", "tag"], f"(Rescale (Node x0) key {_vec(ms)} {_vec(ss)} izp ozp tag)"
@@ -494,7 +555,7 @@ def to_egraph(graph_module: fx.GraphModule, *, merge_duplicates: bool = False) -
     terms_read = [read_node(n, index_of.__getitem__, keys, merge_duplicates) for n in nodes]
     prototypes: dict[str, fx.Node] = {}
     for node, term in zip(nodes, terms_read):
-        if term.op in ("Opaque", "Elementwise", "Reduce"):
+        if term.op in ("Opaque", "Elementwise", "Reduce", "Table"):
             prototypes.setdefault(term.attrs[0], node)
 
     rows: dict[str, list[list]] = defaultdict(list)
@@ -560,6 +621,7 @@ class _Emitter:
         tosa_dialect = loaded.dialect == "tosa"
         self.slices_as_tosa = tosa_dialect or "tosa.SLICE.default" in targets
         self.shapes_as_const_shape = tosa_dialect or "tosa.CONST_SHAPE.default" in targets
+        self.pads_as_tosa = tosa_dialect or "tosa.PAD.default" in targets
 
     def placeholders(self) -> None:
         for node in self.loaded.nodes:
@@ -586,7 +648,7 @@ class _Emitter:
         original = self.original_term.get((eclass, term))
         if original is not None:
             return self._copy_original(original)
-        if term.op in ("Opaque", "Elementwise"):
+        if term.op in ("Opaque", "Elementwise", "Table"):
             return self._emit_from_prototype(term)
         if term.op == "Reduce":
             return self._emit_reduce(term)
@@ -672,6 +734,8 @@ class _Emitter:
                 if original is not None and key in original.meta:
                     node.meta[key] = original.meta[key]
             return node
+        elif term.op == "Pad":
+            node = self._emit_pad(x, term.attrs, source)
         elif term.op == "Reshape":
             shape = self._const_shape(term.attrs[0], source) if self.shapes_as_const_shape else list(term.attrs[0])
             target = TOSA.RESHAPE.default if self.loaded.dialect == "tosa" else self._aten("view_copy", "default")
@@ -683,6 +747,16 @@ class _Emitter:
             node.meta["input_qparams"] = {k: qparams.get(0) for k in range(len(operands))} if isinstance(qparams, dict) else {}
             node.meta["output_qparams"] = qparams
         return node
+
+    def _emit_pad(self, x: fx.Node, attrs: tuple, source: fx.Node) -> fx.Node:
+        """TOSA PAD with a new CONST_SHAPE padding, or aten constant_pad_nd (pairs from the last dim backwards)."""
+        padding, value = attrs
+        constant = float(value) if x.meta["val"].dtype.is_floating_point else int(value)
+        if self.pads_as_tosa:
+            return self._call(TOSA.PAD.default, (x, self._const_shape(padding, source)), {"value": constant}, source)
+        pairs = [list(padding[i : i + 2]) for i in range(0, len(padding), 2)][::-1]
+        flat = [v for pair in pairs for v in pair]
+        return self._call(self._aten("constant_pad_nd", "default"), (x, flat, constant), {}, source)
 
     def _aten_slices(self, x: fx.Node, box: tuple, source: fx.Node) -> fx.Node:
         """One slice_copy per dimension the box cuts (the input itself if it cuts none)."""

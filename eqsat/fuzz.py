@@ -6,8 +6,8 @@ pipeline (pure TOSA dialect, rescales inserted, int8 with zero points).
 
 Overview:
 - `graph_specs()` is a hypothesis strategy for `GraphSpec`: a straight-line
-  program of TRANSPOSE, CONCAT, SLICE, RESHAPE, PAD, RESCALE, CLAMP and
-  rescaled ADD (int8 -> int32 -> ADD -> int8, with broadcasting) over random
+  program of TRANSPOSE, CONCAT, SLICE, RESHAPE, PAD, RESCALE, CLAMP, TABLE
+  (int8, a random permutation as its lookup table) and rescaled ADD (int8 -> int32 -> ADD -> int8, with broadcasting) over random
   int8 inputs of rank 1 to 6. Every value carries its zero point, and the
   "ReLU'd tensor concatenated with a signed tensor under a shared zero point"
   shape (CLAMP(x, zp, 127) ++ y) is one of the steps.
@@ -21,7 +21,7 @@ Overview:
   for bit; `run()` checks many specs under hypothesis, which shrinks every
   failure to a minimal reproducer, printed as Python by `GraphSpec.to_python()`.
 
-Future work: per-channel rescales and MUL/TABLE steps.
+Future work: per-channel rescales, MUL steps and int16 TABLE.
 """
 
 from __future__ import annotations
@@ -56,7 +56,7 @@ class Step:
 
     ops and attributes:
     transpose (perm,), concat (axis,), slice (start, size), reshape (shape,),
-    pad (padding, value), rescale (scale, in_zp, out_zp), clamp (low, high),
+    pad (padding, value), rescale (scale, in_zp, out_zp), clamp (low, high), table (seed,),
     add (scale_a, scale_b, scale_out, zp_a, zp_b, zp_out).
     """
 
@@ -143,6 +143,16 @@ def _build_add(b: GraphBuilder, xs: list[fx.Node], scale_a, scale_b, scale_out, 
     return _rescale(b, b.call(TOSA.ADD.default, wide_a, wide_b), torch.int8, scale_out, 0, zp_out)
 
 
+def lookup_table(seed: int) -> torch.Tensor:
+    """The int8 TABLE of a table step: a permutation of -128..127 drawn from seed."""
+    return torch.randperm(256, generator=torch.Generator().manual_seed(seed)).sub(128).to(torch.int8)
+
+
+def _build_table(b: GraphBuilder, xs: list[fx.Node], seed: int) -> fx.Node:
+    table = b.constant(f"table{sum(1 for _ in b.root.buffers())}", lookup_table(seed))
+    return b.call(TOSA.TABLE.default, xs[0], table)
+
+
 _BUILDERS: dict[str, Callable[..., fx.Node]] = {
     "transpose": lambda b, xs, perm: b.call(TOSA.TRANSPOSE.default, xs[0], list(perm)),
     "concat": lambda b, xs, axis: b.call(TOSA.CONCAT.default, xs, axis=axis),
@@ -151,6 +161,7 @@ _BUILDERS: dict[str, Callable[..., fx.Node]] = {
     "pad": lambda b, xs, padding, value: b.call(TOSA.PAD.default, xs[0], b.const_shape(padding), value=value),
     "rescale": lambda b, xs, scale, in_zp, out_zp: _rescale(b, xs[0], torch.int8, scale, in_zp, out_zp),
     "clamp": lambda b, xs, low, high: b.call(TOSA.CLAMP.default, xs[0], low, high),
+    "table": _build_table,
     "add": _build_add,
 }
 
@@ -275,6 +286,11 @@ def _step_clamp(draw, g: _Drafting, k: int) -> int:
     return g.add_step(Step("clamp", (k,), (low, high)), _Value(value.shape, value.zero_point))
 
 
+def _step_table(draw, g: _Drafting, k: int) -> int:
+    value = g.values[k]
+    return g.add_step(Step("table", (k,), (draw(st.integers(0, 3)),)), _Value(value.shape, draw(zero_points)))
+
+
 def _step_add(draw, g: _Drafting, k: int) -> int:
     """k + other, where other is a value of the same shape or a new input broadcast along some dims."""
     value = g.values[k]
@@ -309,6 +325,7 @@ STEP_KINDS: dict[str, Callable[..., int]] = {
     "pad": _step_pad,
     "rescale": _step_rescale,
     "clamp": _step_clamp,
+    "table": _step_table,
     "add": _step_add,
     "relu-concat": _step_relu_concat,
 }
@@ -377,6 +394,7 @@ EXACT_TOSA: dict[str, Callable[..., Any]] = {
     "tosa.PAD.default": _tosa_pad,
     "tosa.RESCALE.default": lambda x, dtype, s, in_zp, out_zp, **_: tosa_rescale(x, dtype, s[0], in_zp, out_zp),
     "tosa.CLAMP.default": lambda x, low, high, **_: x.clamp(low, high),
+    "tosa.TABLE.default": lambda x, table: table[x.to(torch.int64) + 128],
     "tosa.ADD.default": _tosa_add,
 }
 """Reference semantics of the TOSA ops the fuzzer generates, exact on integers."""

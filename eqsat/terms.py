@@ -1,8 +1,10 @@
 """The term language: one tensor sort, one constructor per modelled op.
 
 Data movement is modelled explicitly, because that is what the rules rewrite:
-TRANSPOSE, CONCAT, SLICE and RESHAPE, and RESCALE with its exact integer
-multipliers and shifts. Ops whose output element depends only on
+TRANSPOSE, CONCAT, SLICE, RESHAPE and PAD, and RESCALE with its exact integer
+multipliers and shifts. TABLE has a term of its own: it is elementwise in
+its input, but its lookup table is a second operand that never moves. Ops
+whose output element depends only on
 the input elements at the same (broadcast) position are `Elementwise`. Every
 other op is `Opaque`: it carries a key that names its target, its non-tensor
 arguments and its output type, so two opaque terms are equal exactly when the
@@ -68,6 +70,21 @@ class Tensor(Expr, egg_sort="Tensor"):
         key names the op and its other arguments, as an opaque key does.
         """
 
+    @method(egg_fn="Pad")
+    def pad(self, padding: Vec[i64], value: i64Like) -> Tensor:
+        """TOSA PAD: padding is [before_0, after_0, before_1, after_1, ...], one pair per dim;
+        the new elements are value (for a quantized tensor, its zero point)."""
+
+    @method(egg_fn="Table")
+    @classmethod
+    def table(cls, key: StringLike, x: Tensor, lut: Tensor) -> Tensor:
+        """TOSA TABLE: out[i] = lookup of x[i] in lut, elementwise in x; lut is the constant table operand.
+
+        key names the op as an opaque key does (it fixes the output dtype and
+        the node the bridge copies when it writes a new TABLE); rules move
+        data movement across x and never touch lut.
+        """
+
     @method(egg_fn="Rescale")
     def rescale(
         self, dtype: StringLike, multipliers: Vec[i64], shifts: Vec[i64], in_zp: i64Like, out_zp: i64Like, tag: i64Like
@@ -105,6 +122,8 @@ CONSTRUCTORS = (
     Tensor.reshape,
     Tensor.rescale,
     Tensor.reduce,
+    Tensor.pad,
+    Tensor.table,
 )
 ANALYSES = (shape, dtype)
 

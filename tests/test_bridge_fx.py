@@ -255,3 +255,66 @@ def test_duplicate_rescales_stay_apart_by_default_and_merge_on_request():
     assert first != second
     first, second = classes_of(gm, a.name, b.name, merge_duplicates=True)
     assert first == second
+
+
+def test_tosa_pad_reads_its_const_shape_padding_and_writes_a_new_pad_back():
+    g = GraphBuilder()
+    x = g.input("x", (1, 2, 3, 4))
+    x.meta["output_qparams"] = {0: "qparams of x"}
+    with TosaLoweringContext(U55_SPEC):
+        padded = g.call(TOSA.PAD.default, x, g.const_shape([0, 0, 1, 0, 0, 2, 3, 1]), value=-7)
+        t = g.call(TOSA.TRANSPOSE.default, padded, [0, 3, 1, 2])
+    gm = g.output(t)
+    loaded = bridge_fx.to_egraph(gm)
+    assert loaded.terms[loaded.index_of[padded]] == bridge_fx.Term("Pad", (loaded.index_of[x],), ((0, 0, 1, 0, 0, 2, 3, 1), -7))
+    union = "(union (Node 3) (Pad (Transpose (Node 0) (vec-of 0 3 1 2)) (vec-of 0 0 3 1 1 0 0 2) -7))"
+    with TosaLoweringContext(U55_SPEC):
+        _, _, rebuilt = round_trip(gm, union)
+    pads = [n for n in rebuilt.graph.nodes if n.target == TOSA.PAD.default]
+    assert len(pads) == 1 and pads[0].args[0].target == TOSA.TRANSPOSE.default
+    assert pads[0].args[1].target == TOSA.CONST_SHAPE.default and pads[0].args[1].args[0] == [0, 0, 3, 1, 1, 0, 0, 2]
+    assert pads[0].kwargs == {"value": -7} and tuple(pads[0].meta["val"].shape) == (1, 8, 3, 5)
+    assert pads[0].meta["output_qparams"] == {0: "qparams of x"}
+
+
+def test_aten_constant_pad_nd_reads_as_full_rank_pairs_and_writes_back_bit_identical():
+    g = GraphBuilder()
+    x = g.input("x", (2, 3, 4))
+    padded = g.call(aten.constant_pad_nd.default, x, [1, 2, 0, 1], 5)
+    gm = g.output(g.call(aten.permute_copy.default, padded, [2, 0, 1]))
+    loaded = bridge_fx.to_egraph(gm)
+    assert loaded.terms[loaded.index_of[padded]] == bridge_fx.Term("Pad", (loaded.index_of[x],), ((0, 0, 0, 1, 1, 2), 5))
+    _, _, rebuilt = round_trip(gm, "(union (Node 2) (Pad (Transpose (Node 0) (vec-of 2 0 1)) (vec-of 1 2 0 0 0 1) 5))")
+    pads = [n for n in rebuilt.graph.nodes if n.target is aten.constant_pad_nd.default]
+    assert len(pads) == 1 and pads[0].args[1:] == ([0, 1, 0, 0, 1, 2], 5)
+    assert_bit_identical(gm, rebuilt)
+
+
+@pytest.mark.parametrize("reason, pad, value", [("crops", [-1, 0], 0), ("fractional-value", [1, 0], 0.5)])
+def test_aten_constant_pad_nd_that_is_not_a_pad_stays_opaque(reason, pad, value):
+    g = GraphBuilder()
+    x = g.input("x", (2, 3), torch.float32)
+    padded = g.call(aten.constant_pad_nd.default, x, pad, value)
+    loaded = bridge_fx.to_egraph(g.output(padded))
+    assert loaded.terms[loaded.index_of[padded]].op == "Opaque", reason
+
+
+def test_tosa_table_is_a_table_term_and_a_new_table_copies_the_original():
+    g = GraphBuilder()
+    x = g.input("x", (1, 2, 3, 4))
+    lut = g.constant("lut", torch.arange(-128, 128, dtype=torch.int8).flip(0).contiguous())
+    with TosaLoweringContext(U55_SPEC):
+        looked_up = g.call(TOSA.TABLE.default, x, lut)
+        looked_up.meta["output_qparams"] = {0: "qparams of the table"}
+        t = g.call(TOSA.TRANSPOSE.default, looked_up, [0, 2, 3, 1])
+    gm = g.output(t)
+    loaded = bridge_fx.to_egraph(gm)
+    term = loaded.terms[loaded.index_of[looked_up]]
+    assert term.op == "Table" and term.args == (loaded.index_of[x], loaded.index_of[lut])
+    key = term.attrs[0]
+    with TosaLoweringContext(U55_SPEC):
+        _, _, rebuilt = round_trip(gm, f'(union (Node 3) (Table "{key}" (Transpose (Node 0) (vec-of 0 2 3 1)) (Node 1)))')
+    tables = [n for n in rebuilt.graph.nodes if n.target == TOSA.TABLE.default]
+    assert len(tables) == 1 and tables[0].args[0].target == TOSA.TRANSPOSE.default and tables[0].args[1].op == "get_attr"
+    assert tuple(tables[0].meta["val"].shape) == (1, 3, 4, 2)
+    assert tables[0].meta["output_qparams"] == {0: "qparams of the table"}

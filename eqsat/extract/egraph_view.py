@@ -17,7 +17,7 @@ from egglog import EGraph
 
 from eqsat.bridge_fx import Term, TensorType
 
-TENSOR_OPS = frozenset({"Opaque", "Elementwise", "Transpose", "Concat", "Slice", "Reshape", "Rescale", "Reduce"})
+TENSOR_OPS = frozenset({"Opaque", "Elementwise", "Transpose", "Concat", "Slice", "Reshape", "Rescale", "Reduce", "Pad", "Table"})
 
 
 @dataclass
@@ -53,12 +53,16 @@ class EGraphView:
                 return Term(op, classes(children[1]), (json.loads(nodes[children[0]]["op"]),))
             if op == "Reduce":
                 return Term(op, (nodes[children[1]]["eclass"],), (json.loads(nodes[children[0]]["op"]), int(nodes[children[2]]["op"])))
+            if op == "Table":
+                return Term(op, (nodes[children[1]]["eclass"], nodes[children[2]]["eclass"]), (json.loads(nodes[children[0]]["op"]),))
             if op == "Concat":
                 return Term(op, classes(children[0]), (int(nodes[children[1]]["op"]),))
             first = (nodes[children[0]]["eclass"],)
             if op == "Rescale":
                 dtype_name, _, _, in_zp, out_zp, tag = (nodes[c]["op"] for c in children[1:])
                 return Term(op, first, (json.loads(dtype_name), ints(children[2]), ints(children[3]), int(in_zp), int(out_zp), int(tag)))
+            if op == "Pad":
+                return Term(op, first, (ints(children[1]), int(nodes[children[2]]["op"])))
             if op == "Slice":
                 return Term(op, first, (ints(children[1]), ints(children[2])))
             return Term(op, first, (ints(children[1]),))

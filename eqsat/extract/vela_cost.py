@@ -70,7 +70,10 @@ What each op costs
   between a CONV2D and its per-channel RESCALE cost 25888 cycles on
   conformer-block, U55).
 - Reduce terms: priced as the opaque REDUCE_* op they were read from.
-- TABLE: fitted per dtype, measured alone (an int16 table is 6 passes on U55).
+- TABLE: fitted per dtype, measured alone (an int16 table is 6 passes on U55);
+  a `Table` term is priced as the opaque TABLE it was read from.
+- PAD: not calibrated; a `Pad` term gets the generic proxy below, as the
+  opaque PAD it was read from did.
 - Opaque compute ops that rules never rewrite get proxies measured on a
   small grid (each with its output rescale): CONV2D and DEPTHWISE_CONV2D
   (MACs, output and input elements, weights), MATMUL (MACs, elements),
@@ -430,6 +433,8 @@ def op_config(term: Term, out: TensorType | None, args: list[TensorType | None],
         return _concat_config(out, args)
     if term.op == "Slice":
         return OpConfig(f"slice/{dtype_name(out)}", _basic(out))
+    if term.op == "Pad":  # priced as when it was read as an opaque PAD: the generic proxy of its output
+        return OpConfig(f"generic/{dtype_name(out)}", _basic(out))
     if term.op == "Rescale":  # priced as when it was read as Elementwise (per-tensor) or Opaque (per-channel)
         return _rescale_config(args[0] if args else None, out, per_channel=len(term.attrs[1]) > 1)
     if term.op == "Opaque" and not term.args:
@@ -437,7 +442,7 @@ def op_config(term: Term, out: TensorType | None, args: list[TensorType | None],
     name = term.attrs[0].split("#", 1)[0]
     if term.op == "Elementwise":
         return _elementwise_config(name, out, args)
-    # Reduce: priced as the opaque op it was read from (the key names it)
+    # Reduce and Table: priced as the opaque op they were read from (the key names it)
     return _opaque_config(name, out, args)
 
 

@@ -9,7 +9,7 @@ no extractable terms, so they are saturated apart from the rewrites
 
 from __future__ import annotations
 
-from egglog import String, Vec, eq, function, i64, i64Like, rule, ruleset, set_, union, var
+from egglog import String, Vec, eq, function, i64, i64Like, relation, rule, ruleset, set_, union, var
 
 from eqsat.rules.guards import MAX_RANK
 from eqsat.terms import Tensor, dtype, shape
@@ -60,6 +60,31 @@ def _data_movement_shapes():
     yield rule(eq(t).to(x.rescale(element_type, multipliers, shifts, in_zp, out_zp, tag)), eq(dims).to(shape(x)), name="shape-rescale").then(
         set_(shape(t)).to(dims)
     )
+
+
+@analysis.register
+def _pad_and_table_types():
+    padding, value = var("padding", Vec[i64]), var("value", i64)
+    for rank in range(1, MAX_RANK + 1):
+        # shape(pad(x, padding, v))[i] == shape(x)[i] + padding[2i] + padding[2i + 1]
+        yield rule(
+            eq(t).to(x.pad(padding, value)),
+            eq(dims).to(shape(x)),
+            eq(dims.length()).to(i64(rank)),
+            eq(padding.length()).to(i64(2 * rank)),
+            name=f"shape-pad-{rank}",
+        ).then(set_(shape(t)).to(Vec[i64](*[dims[i] + padding[2 * i] + padding[2 * i + 1] for i in range(rank)])))
+    # dtype(pad(x, padding, v)) == dtype(x)
+    yield rule(eq(t).to(x.pad(padding, value)), eq(element_type).to(dtype(x))).then(set_(dtype(t)).to(element_type))
+    key, lut, y, other_lut = var("key", String), var("lut", Tensor), var("y", Tensor), var("other_lut", Tensor)
+    # shape(table(k, x, lut)) == shape(x)
+    yield rule(eq(t).to(Tensor.table(key, x, lut)), eq(dims).to(shape(x)), name="shape-table").then(set_(shape(t)).to(dims))
+    # dtype(table(k, x, lut)) == dtype(table(k, y, lut')): the key fixes the op and its output type
+    yield rule(
+        eq(t).to(Tensor.table(key, x, lut)),
+        eq(element_type).to(dtype(Tensor.table(key, y, other_lut))),
+        name="dtype-table",
+    ).then(set_(dtype(t)).to(element_type))
 
 
 @analysis.register
@@ -146,3 +171,69 @@ def _prefix_products():
             *[eq(products[i + 1]).to(products[i] * known[i]) for i in range(rank)],
             name=f"prefix-products-{rank}",
         ).then(*[set_(prefix_product(known, i64(i))).to(product) for i, product in enumerate(products)])
+
+
+@function(egg_fn="prefix_min")
+def prefix_min(values: Vec[i64], count: i64Like) -> i64:
+    """min(values[0], ..., values[count - 1]), for 1 <= count <= len(values).
+
+    Defined for the shifts of every per-channel rescale of a rescale (what
+    per-channel rescale fusion needs: its smallest shift), so a rule can bound
+    every channel at once (queries cannot iterate over a Vec, DESIGN §3).
+    """
+
+
+@function(egg_fn="window")
+def window(values: Vec[i64], start: i64Like, count: i64Like) -> Vec[i64]:
+    """values[start : start + count], for the windows `wants_window` asks for (Vec has no slice primitive)."""
+
+
+wants_window = relation("wants_window", Vec[i64], i64, i64)
+"""wants_window(v, start, n): some rule needs window(v, start, n); the analysis builds it one element at a time."""
+
+
+@analysis.register
+def _channel_vectors():
+    v, w = var("v", Vec[i64]), var("w", Vec[i64])
+    m2, s2 = var("m2", Vec[i64]), var("s2", Vec[i64])
+    low, next_low, k, n, first, element, last = (var(name, i64) for name in ("low", "next_low", "k", "n", "first", "element", "last"))
+    other_type = var("other_type", String)
+    other_zp, other_out_zp, other_tag = var("other_zp", i64), var("other_out_zp", i64), var("other_tag", i64)
+    # prefix_min(s, 1) == s[0]  for the shifts s of a per-channel rescale of a rescale
+    yield rule(
+        eq(t).to(x.rescale(other_type, multipliers, shifts, other_zp, other_out_zp, other_tag).rescale(element_type, m2, s2, in_zp, out_zp, tag)),
+        i64(1) < s2.length(),
+        eq(first).to(s2[0]),
+        name="prefix-min-first",
+    ).then(set_(prefix_min(s2, i64(1))).to(first))
+    # prefix_min(v, k + 1) == min(prefix_min(v, k), v[k])  while k < len(v)
+    yield rule(
+        eq(low).to(prefix_min(v, k)),
+        k < v.length(),
+        eq(next_low).to(low.min(v[k])),
+        name="prefix-min-next",
+    ).then(set_(prefix_min(v, k + 1)).to(next_low))
+    # wants_window(m, c, n) and wants_window(s, c, n)  for a per-channel rescale (m, s) under a slice whose box
+    #   takes n < len(m) channels from channel c; window(v, c, 0) == []
+    yield rule(
+        eq(t).to(x.rescale(element_type, multipliers, shifts, in_zp, out_zp, tag).slice(start, size)),
+        i64(1) < multipliers.length(),
+        eq(last).to(size.length() - 1),
+        eq(n).to(size[last]),
+        n < multipliers.length(),
+        eq(axis).to(start[last]),
+        name="wants-channel-window",
+    ).then(
+        wants_window(multipliers, axis, n),
+        wants_window(shifts, axis, n),
+        set_(window(multipliers, axis, i64(0))).to(Vec[i64].empty()),
+        set_(window(shifts, axis, i64(0))).to(Vec[i64].empty()),
+    )
+    # window(v, c, k + 1) == window(v, c, k) + [v[c + k]]  while k < n for a wanted window(v, c, n)
+    yield rule(
+        eq(w).to(window(v, axis, k)),
+        wants_window(v, axis, n),
+        k < n,
+        eq(element).to(v[axis + k]),
+        name="window-next",
+    ).then(set_(window(v, axis, k + 1)).to(w.push(element)))

@@ -75,6 +75,33 @@ def ends_after(end: i64, offset: i64, extent: i64) -> list[Fact]:
     return [offset + extent < end]
 
 
+def permuted_padding(padding: Vec[i64], perm: Vec[i64], rank: int) -> Vec[i64]:
+    """The (before, after) pairs of padding in the order of transpose(., perm): pair i is padding's pair perm[i].
+
+    An expression for queries (it indexes padding by perm), built per rank.
+    """
+    return Vec(*[padding[perm[i] * 2 + k] for i in range(rank) for k in (0, 1)])
+
+
+def is_padding_of_rank(padding: Vec[i64], rank: int) -> list[Fact]:
+    """padding holds one (before, after) pair per dim of a rank-`rank` tensor."""
+    return [eq(padding.length()).to(i64(2 * rank))]
+
+
+def inside_unpadded(start: Vec[i64], size: Vec[i64], padding: Vec[i64], dims: Vec[i64], rank: int) -> list[Fact]:
+    """The box (start, size) of pad(x, padding), x of shape dims, reads only elements of x:
+    padding[2i] <= start[i] and start[i] + size[i] <= padding[2i] + dims[i] on every dim i."""
+    facts: list[Fact] = [eq(start.length()).to(i64(rank)), eq(dims.length()).to(i64(rank)), *is_padding_of_rank(padding, rank)]
+    for i in range(rank):
+        facts += [padding[2 * i] <= start[i], start[i] + size[i] <= padding[2 * i] + dims[i]]
+    return facts
+
+
+def unpadded_start(start: Vec[i64], padding: Vec[i64], rank: int) -> Vec[i64]:
+    """start[i] - padding[2i] on every dim: a box of pad(x, padding) as a box of x. An expression for queries."""
+    return Vec(*[start[i] - padding[2 * i] for i in range(rank)])
+
+
 def two_operands(operands: Vec[Tensor], left: Tensor, right: Tensor) -> list[Fact]:
     """operands == [left, right], bound through the `element` handles (a join, not a vec-get filter)."""
     return [
@@ -99,6 +126,11 @@ def is_per_tensor(multipliers: Vec[i64]) -> list[Fact]:
 def is_exact_one(multipliers: Vec[i64], shifts: Vec[i64]) -> list[Fact]:
     """Per-tensor multiplier * 2^-shift == 1 exactly: (v * 2^s + 2^(s-1)) >> s == v, so rounding is irrelevant."""
     return [*is_per_tensor(multipliers), eq(multipliers[0]).to(i64(1) << shifts[0])]
+
+
+def is_exact_one_per_channel(multipliers: Vec[i64], shifts: Vec[i64]) -> list[Fact]:
+    """A per-channel rescale whose every channel has multiplier * 2^-shift == 1 exactly: m[c] == 1 << s[c] for all c."""
+    return [i64(1) < multipliers.length(), eq(multipliers).to(shifts.map(UnstableFn[i64, i64](i64.__lshift__, i64(1))))]
 
 
 def is_identity_rescale(x_dtype, out_dtype, multipliers: Vec[i64], shifts: Vec[i64], in_zp: i64, out_zp: i64) -> list[Fact]:

@@ -14,31 +14,41 @@ cannot meet its inverse. Moving data movement across a rescale changes no
 tensor's quantization: each element is rescaled with the same parameters.
 
 Laws:
-- identity: only when the rescale computes x exactly (is_identity_rescale);
+- identity: only when the rescale computes x exactly (is_identity_rescale),
+  per tensor or on every channel;
 - fusion: only an exact integer scaling of an int8/int16 tensor to int32
-  followed by a per-tensor rescale of that int32 tensor (fuses_exactly):
-  the rounding of the second is then the rounding of the fused op. Anything
-  that would round twice (two rescales with fractional scales) is left out;
+  followed by a rescale of that int32 tensor (fuses_exactly):
+  the rounding of the second is then the rounding of the fused op. The
+  second may be per-channel (each channel's shift must leave room: the
+  analysis' prefix_min gives the smallest). Anything that would round twice
+  (two rescales with fractional scales) is left out, and so is a per-channel
+  first rescale (its exponent would differ per channel);
 - transpose, slice and reshape move below a rescale (towards the inputs,
   so saturation terminates), a concat of equally rescaled inputs becomes a
   rescale of the concat. A per-channel rescale only moves where its channel
-  axis stays the last axis with the same extent (TOSA has no axis attribute).
+  axis stays the last axis (TOSA has no axis attribute); a slice that cuts the
+  channels takes the window of multipliers and shifts of the channels it
+  keeps (the analysis builds it: `window`).
 
-Not covered: per-channel identity/fusion, a per-channel rescale under a
-slice that cuts the channels (its multipliers would have to be sliced).
+Not covered: fusion after a per-channel rescale to int32 (an exponent per
+channel: the fused shifts would be an elementwise difference of two Vecs,
+which egglog's Vec cannot express); concats along the channel axis of
+per-channel rescales; transposes that move the channel axis.
 """
 
 from __future__ import annotations
 
-from egglog import String, Vec, eq, i64, ruleset, var
+from egglog import Fact, String, UnstableFn, Vec, eq, i64, ruleset, var
 
 from eqsat.rules._law import law
+from eqsat.rules.analysis import prefix_min, window
 from eqsat.rules.guards import (
     INT32,
     concat_keeps_channels,
     MAX_CONCAT_ARITY,
     NARROW_INPUTS,
     fuses_exactly,
+    is_exact_one_per_channel,
     is_exact_power_of_two_scaling,
     is_identity_rescale,
     is_per_tensor,
@@ -59,6 +69,16 @@ axis = var("axis", i64)
 rescale = ruleset(name="rescale")
 
 
+def shifted_down(shifts: Vec[i64], exponent: i64) -> Vec[i64]:
+    """[s - exponent for s in shifts] (an expression for queries)."""
+    return shifts.map(UnstableFn[i64, i64](i64.__add__, i64(0) - exponent))
+
+
+def fuses_exactly_per_channel(exponent: i64, shifts: Vec[i64]) -> list[Fact]:
+    """fuses_exactly on every channel: exponent <= 15 and min(shifts) - exponent >= 17 (prefix_min is the analysis' minimum)."""
+    return [i64(1) < shifts.length(), *fuses_exactly(exponent, prefix_min(shifts, shifts.length()))]
+
+
 @rescale.register
 def _identity_and_fusion():
     # rescale(x, dtype(x), m, s, zp, zp) == x  when m * 2^-s == 1 exactly (per-tensor)
@@ -67,6 +87,16 @@ def _identity_and_fusion():
         x.rescale(out_dtype, m, sh, in_zp, out_zp, tag),
         x,
         *is_identity_rescale(dtype(x), out_dtype, m, sh, in_zp, out_zp),
+    )
+    # rescale_pc(x, dtype(x), m, s, zp, zp) == x  when m[c] * 2^-s[c] == 1 exactly on every channel c
+    #   (same dtype, so the clamp never bites; ((x - zp) * 2^s + 2^(s-1)) >> s == x - zp on each channel)
+    yield law(
+        "per-channel-rescale-identity",
+        x.rescale(out_dtype, m, sh, in_zp, out_zp, tag),
+        x,
+        eq(out_dtype).to(dtype(x)),
+        eq(in_zp).to(out_zp),
+        *is_exact_one_per_channel(m, sh),
     )
     for narrow in NARROW_INPUTS:
         # rescale(rescale(x, int32, m1, s1, zi, 0), d, [m2], [s2], 0, zo) == rescale(x, d, [m2], [s2 - k], zi, zo)
@@ -83,6 +113,24 @@ def _identity_and_fusion():
             *is_exact_power_of_two_scaling(m, sh, exponent),
             *is_per_tensor(m2),
             *fuses_exactly(exponent, sh2[0]),
+        )
+        # rescale_pc(rescale(x, int32, m1, s1, zi, 0), d, m2, s2, 0, zo) == rescale_pc(x, d, m2, s2 - k, zi, zo)
+        #   when x is int8/int16, the first is per-tensor with m1 * 2^-s1 == 2^k exactly, k <= 15, and s2[c] - k >= 17 on
+        #   every channel c; rounding, per channel: ((x-zi)*2^k*m2[c] + 2^(s2[c]-1)) >> s2[c] == ((x-zi)*m2[c] + 2^(s2[c]-k-1)) >> (s2[c]-k).
+        #   (A per-channel first rescale is left out: its exponent differs per channel, and Vec has no elementwise zip.)
+        shifts = var("shifts", Vec[i64])
+        yield law(
+            f"rescale-per-channel-rescale-exact-{narrow.removeprefix('torch.')}",
+            x.rescale(mid_dtype, m, sh, in_zp, mid_out_zp, inner_tag).rescale(out_dtype, m2, sh2, mid_in_zp, out_zp, tag),
+            x.rescale(out_dtype, m2, shifts, in_zp, out_zp, tag),
+            eq(dtype(x)).to(String(narrow)),
+            eq(mid_dtype).to(String(INT32)),
+            eq(mid_out_zp).to(i64(0)),
+            eq(mid_in_zp).to(i64(0)),
+            *is_exact_power_of_two_scaling(m, sh, exponent),
+            *fuses_exactly_per_channel(exponent, sh2),
+            eq(shifts).to(shifted_down(sh2, exponent)),
+            eq(shifts.length()).to(sh2.length()),
         )
 
 
@@ -116,6 +164,21 @@ def _data_movement_through_rescale():
         x.slice(start, size).rescale(out_dtype, m, sh, in_zp, out_zp, tag),
         i64(1) < m.length(),
         *same_last_dim(size, shape(x)),
+    )
+    kept_m, kept_sh, first, count, last = var("kept_m", Vec[i64]), var("kept_sh", Vec[i64]), var("first", i64), var("count", i64), var("last", i64)
+    # slice(rescale_pc(x, m, s), box) == rescale_pc(slice(x, box), m[c:c+n], s[c:c+n])  when the box takes n < len(m)
+    #   channels from channel c (start and size on the last axis): channel j of the slice is channel c + j of x
+    yield law(
+        "slice-of-channels-through-per-channel-rescale",
+        x.rescale(out_dtype, m, sh, in_zp, out_zp, tag).slice(start, size),
+        x.slice(start, size).rescale(out_dtype, kept_m, kept_sh, in_zp, out_zp, tag),
+        i64(1) < m.length(),
+        eq(last).to(size.length() - 1),
+        eq(count).to(size[last]),
+        count < m.length(),
+        eq(first).to(start[last]),
+        eq(kept_m).to(window(m, first, count)),
+        eq(kept_sh).to(window(sh, first, count)),
     )
     # reshape(rescale(x, P), s) == rescale(reshape(x, s), P)  per-tensor, or per-channel when the last dim is kept
     yield law(

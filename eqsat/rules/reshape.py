@@ -2,8 +2,8 @@
 
 Vela removes a RESHAPE as memory-only, so reshapes are free moves: chains
 collapse, a reshape to the input's own shape is the input, and a reshape
-sinks below a unary elementwise op so that it can meet another data-movement
-op.
+sinks below a unary elementwise op or a TABLE so that it can meet another
+data-movement op.
 
 Motivation for the transpose laws: Ethos-U55 runs only a few permutations
 natively and decomposes the others into long sequences of 1x1 pooling ops. A
@@ -68,6 +68,13 @@ def _reshape_through_elementwise():
         Tensor.elementwise(key, operands).reshape(s),
         Tensor.elementwise(key, Vec(x.reshape(s))),
         *single_operand(operands, x),
+    )
+    lut = var("lut", Tensor)
+    # reshape(table(k, x, lut), s) == table(k, reshape(x, s), lut)  (TABLE is elementwise in x; lut stays)
+    yield law(
+        "reshape-through-table",
+        Tensor.table(key, x, lut).reshape(s),
+        Tensor.table(key, x.reshape(s), lut),
     )
 
 

@@ -1,4 +1,5 @@
-"""Slice pushdown: move a SLICE towards the inputs, through elementwise ops, transposes and reshapes.
+"""Slice pushdown: move a SLICE towards the inputs, through elementwise ops, TABLE, transposes and reshapes,
+and into a PAD when the slice reads none of the padding.
 
 Motivation: a slice that reaches a concat can select a single input and make
 the others dead (DESIGN §1: CONCAT -> RESHAPE -> TRANSPOSE -> SLICE). Each law
@@ -16,7 +17,7 @@ from egglog import Fact, String, Vec, eq, i64, ruleset, var
 
 from eqsat.rules._law import law
 from eqsat.rules.analysis import prefix_product
-from eqsat.rules.guards import MAX_RANK, single_operand, two_operands, zeros_like
+from eqsat.rules.guards import MAX_RANK, inside_unpadded, single_operand, two_operands, unpadded_start, zeros_like
 from eqsat.terms import Tensor, shape
 
 x, a, b = var("x", Tensor), var("a", Tensor), var("b", Tensor)
@@ -61,6 +62,29 @@ def _slice_through_elementwise():
         *two_operands(operands, a, b),
         eq(shape(a)).to(shape(b)),
     )
+
+
+@slice_pushdown.register
+def _slice_through_table_and_pad():
+    lut, padding, dims, inner_start = var("lut", Tensor), var("padding", Vec[i64]), var("dims", Vec[i64]), var("inner_start", Vec[i64])
+    value = var("value", i64)
+    # slice(table(k, x, lut), start, size) == table(k, slice(x, start, size), lut)  (TABLE is elementwise in x)
+    yield law(
+        "slice-through-table",
+        Tensor.table(key, x, lut).slice(start, size),
+        Tensor.table(key, x.slice(start, size), lut),
+    )
+    for rank in range(1, MAX_RANK + 1):
+        # slice(pad(x, padding, v), start, size) == slice(x, start - before, size)  when the box reads no padding:
+        #   before[i] <= start[i] and start[i] + size[i] <= before[i] + shape(x)[i] on every dim i
+        yield law(
+            f"slice-inside-pad-{rank}",
+            x.pad(padding, value).slice(start, size),
+            x.slice(inner_start, size),
+            eq(dims).to(shape(x)),
+            *inside_unpadded(start, size, padding, dims, rank),
+            eq(inner_start).to(unpadded_start(start, padding, rank)),
+        )
 
 
 @slice_pushdown.register

@@ -9,8 +9,9 @@ is not read as a plain elementwise op, because per-channel ones are not.
 
 Covered by the unary law: every op the bridge reads as a one-operand
 Elementwise (TOSA CLAMP and CAST, aten relu/neg/abs/clamp/bitwise_not).
-Not covered: TABLE (its lookup table is a second operand, so it is not
-unary; it would need a term of its own) and PAD (not a term yet).
+TABLE and PAD have laws of their own: a TABLE's lookup table is a second
+operand that stays where it is, and a PAD's (before, after) pairs move with
+the dims they pad.
 """
 
 from __future__ import annotations
@@ -20,7 +21,15 @@ import itertools
 from egglog import Fact, String, Vec, eq, i64, ruleset, var
 
 from eqsat.rules._law import law
-from eqsat.rules.guards import MAX_CONCAT_ARITY, MAX_RANK, is_identity_perm, same_length, single_operand
+from eqsat.rules.guards import (
+    MAX_CONCAT_ARITY,
+    MAX_RANK,
+    is_identity_perm,
+    is_padding_of_rank,
+    permuted_padding,
+    same_length,
+    single_operand,
+)
 from eqsat.terms import Tensor, shape
 
 x, a, b = var("x", Tensor), var("a", Tensor), var("b", Tensor)
@@ -118,6 +127,28 @@ def _transpose_through_elementwise():
             eq(dims).to(shape(right)),
             eq(dims.length()).to(i64(rank)),
             *all_unit_dims(shape(left), rank),
+        )
+
+
+@transpose.register
+def _transpose_through_table_and_pad():
+    lut, padding, moved = var("lut", Tensor), var("padding", Vec[i64]), var("moved", Vec[i64])
+    value = var("value", i64)
+    # transpose(table(k, x, lut), p) == table(k, transpose(x, p), lut)  (TABLE is elementwise in x; lut stays)
+    yield law(
+        "transpose-through-table",
+        Tensor.table(key, x, lut).transpose(p),
+        Tensor.table(key, x.transpose(p), lut),
+    )
+    for rank in range(1, MAX_RANK + 1):
+        # transpose(pad(x, padding, v), p) == pad(transpose(x, p), padding'), padding' pair i = padding pair p[i]
+        yield law(
+            f"transpose-through-pad-{rank}",
+            x.pad(padding, value).transpose(p),
+            x.transpose(p).pad(moved, value),
+            eq(p.length()).to(i64(rank)),
+            *is_padding_of_rank(padding, rank),
+            eq(moved).to(permuted_padding(padding, p, rank)),
         )
 
 

@@ -127,3 +127,19 @@ def test_transpose_passes_match_the_layers_vela_runs(target, shape, perm):
 
     graph, _ = build_tosa([Sample("transpose", {"shape": list(shape), "perm": list(perm), "dtype": "int8"})])
     assert len(estimate(graph, target).layers) == len(transpose_passes(shape, perm, target_family(target)))
+
+
+@pytest.mark.parametrize("dtype", ["int8", "int16", "int32"])
+def test_a_pad_term_costs_what_the_opaque_pad_it_was_read_as_cost(model, dtype):
+    x, out = tt([1, 6, 6, 8], dtype), tt([1, 8, 8, 8], dtype)
+    opaque = Term("Opaque", (0, 1), ("tosa.PAD.default#3",))
+    pad = Term("Pad", (0,), ((0, 0, 1, 1, 1, 1, 0, 0), 0))
+    assert model.cost(pad, out, [x]) == model.cost(opaque, out, [x, None]) > 0
+
+
+@pytest.mark.parametrize("dtype, out_dtype", [("int8", "int8"), ("int16", "int32")])
+def test_a_table_term_costs_what_the_opaque_table_it_was_read_as_cost(model, dtype, out_dtype):
+    args = [tt([1, 8, 8, 16], dtype), tt([256 if dtype == "int8" else 513], dtype)]
+    opaque = Term("Opaque", (0, 1), ("tosa.TABLE.default#4",))
+    table = Term("Table", (0, 1), ("tosa.TABLE.default#4",))
+    assert model.cost(table, tt([1, 8, 8, 16], out_dtype), args) == model.cost(opaque, tt([1, 8, 8, 16], out_dtype), args) > 0

@@ -314,3 +314,145 @@ def test_rescale_laws_saturate():
     s = Saturated(g.output(back), rescale)
     assert s.result.stop_reason == "saturated"
     assert s.fired("rescale-rescale-exact-int8") >= 1
+
+
+# ---------------------------------------------------------------- per-channel identity and fusion
+
+
+def test_per_channel_rescale_identity_fires():
+    g = GraphBuilder()
+    x = g.input("x", (2, 3))
+    r = g.call(RESCALE, x, torch.int8, [1.0, 1.0, 1.0], 4, 4)
+    s = Saturated(g.output(r), rescale)
+    assert s.fired("per-channel-rescale-identity") >= 1
+    assert s.class_of(r) == s.class_of(x)
+
+
+@pytest.mark.parametrize(
+    "reason, scales, in_zp, out_zp",
+    [("one-channel-not-one", [1.0, 0.5, 1.0], 0, 0), ("zero-points-differ", [1.0, 1.0, 1.0], 0, 1)],
+)
+def test_per_channel_rescale_identity_does_not_fire(reason, scales, in_zp, out_zp):
+    g = GraphBuilder()
+    x = g.input("x", (2, 3))
+    r = g.call(RESCALE, x, torch.int8, scales, in_zp, out_zp)
+    s = Saturated(g.output(r), rescale)
+    assert s.fired("per-channel-rescale-identity") == 0, reason
+    assert s.class_of(r) != s.class_of(x)
+
+
+@SOUNDNESS
+@given(data=st.data(), shape=st.lists(st.integers(1, 4), min_size=1, max_size=3).map(tuple), zp=zero_points, other_zp=zero_points)
+def test_per_channel_rescale_identity_is_sound(data, shape, zp, other_zp):
+    with tosa():
+        channels = shape[-1] + 1
+        shape = (*shape[:-1], channels)
+        scales = data.draw(st.lists(st.sampled_from([1.0, 1.0, 0.5, 1.0 + 2**-25]), min_size=channels, max_size=channels))
+        g = GraphBuilder()
+        x = g.input("x", shape)
+        r = g.call(RESCALE, x, torch.int8, scales, zp, data.draw(st.sampled_from([zp, other_zp])))
+        tosa_reference.assert_every_extraction_agrees(Saturated(g.output(r), rescale))
+
+
+def per_channel_after_rescale(shape, first_scale, second_scales, in_zp=3, out_zp=-5, out_dtype=torch.int8, dtype=torch.int8):
+    g = GraphBuilder()
+    x = g.input("x", shape, dtype)
+    wide = g.call(RESCALE, x, torch.int32, [first_scale], in_zp, 0)
+    return g, x, g.call(RESCALE, wide, out_dtype, list(second_scales), 0, out_zp)
+
+
+def test_rescale_per_channel_rescale_exact_fires():
+    g, x, out = per_channel_after_rescale((2, 3), 8.0, [0.37, 0.2, 0.011])
+    s = Saturated(g.output(out), rescale)
+    assert s.fired("rescale-per-channel-rescale-exact-int8") == 1
+    fused = [t for t in s.terms_of(out) if t.op == "Rescale" and t.args == (s.class_of(x),)]
+    second_shifts = bridge_rescale_shifts([0.37, 0.2, 0.011])
+    assert len(fused) == 1 and fused[0].attrs[2] == tuple(v - 3 for v in second_shifts)
+    assert fused[0].attrs[3:5] == (3, -5)
+
+
+def bridge_rescale_shifts(scales):
+    from eqsat.bridge_fx import rescale_multipliers
+
+    return rescale_multipliers(scales)[1]
+
+
+@pytest.mark.parametrize(
+    "reason, first_scale, second_scales",
+    [
+        ("first-scale-not-a-power-of-two", 3.0, [0.37, 0.2]),
+        ("first-scale-fractional", 0.5, [0.37, 0.2]),
+        ("one-channel-shift-too-small", 4.0, [0.37, 2.0**14]),
+    ],
+)
+def test_rescale_per_channel_rescale_exact_does_not_fire(reason, first_scale, second_scales):
+    g, x, out = per_channel_after_rescale((2, 2), first_scale, second_scales)
+    s = Saturated(g.output(out), rescale)
+    assert s.fired("rescale-per-channel-rescale-exact-int8") == 0, reason
+    assert not any(t.op == "Rescale" and t.args == (s.class_of(x),) for t in s.terms_of(out))
+
+
+@SOUNDNESS
+@given(
+    data=st.data(),
+    shape=shapes,
+    dtype=narrow,
+    exponent=st.integers(-2, 17),
+    in_zp=zero_points,
+    out_zp=zero_points,
+    out_dtype=st.sampled_from([torch.int8, torch.int16, torch.int32]),
+)
+def test_rescale_per_channel_rescale_exact_is_sound(data, shape, dtype, exponent, in_zp, out_zp, out_dtype):
+    with tosa():
+        shape = (*shape[:-1], shape[-1] + 1)  # at least two channels
+        in_zp = in_zp if dtype == torch.int8 else 0  # TOSA: int16/int32 zero points are 0
+        out_zp = out_zp if out_dtype == torch.int8 else 0
+        second = data.draw(st.lists(st.floats(2.0**-24, 2.0**8), min_size=shape[-1], max_size=shape[-1]))
+        g, _, out = per_channel_after_rescale(shape, 2.0**exponent, second, in_zp, out_zp, out_dtype, dtype)
+        graph_module = g.output(out)
+        assume(tosa_reference.is_legal(graph_module))
+        tosa_reference.assert_every_extraction_agrees(Saturated(graph_module, rescale))
+
+
+# ---------------------------------------------------------------- slices that cut the channels of a per-channel rescale
+
+
+def test_slice_of_channels_through_per_channel_rescale_fires_with_the_window_of_multipliers():
+    g = GraphBuilder()
+    x = g.input("x", (4, 5), torch.int32)
+    scales = [0.1, 0.2, 0.3, 0.4, 0.5]
+    r = g.call(RESCALE, x, torch.int8, scales, 0, 3)
+    cut = slice_(g, r, [1, 1], [2, 3])
+    s = Saturated(g.output(cut), rescale)
+    assert s.fired("slice-of-channels-through-per-channel-rescale") == 1
+    moved = [t for t in s.terms_of(cut) if t.op == "Rescale"]
+    multipliers, shifts = bridge_fx_multipliers(scales)
+    assert [t.attrs[1:3] for t in moved] == [(multipliers[1:4], shifts[1:4])]
+
+
+def bridge_fx_multipliers(scales):
+    from eqsat.bridge_fx import rescale_multipliers
+
+    return rescale_multipliers(scales)
+
+
+def test_slice_of_channels_through_per_channel_rescale_does_not_fire_when_every_channel_is_kept():
+    g = GraphBuilder()
+    x = g.input("x", (4, 3), torch.int32)
+    cut = slice_(g, g.call(RESCALE, x, torch.int8, [0.1, 0.2, 0.3], 0, 0), [1, 0], [2, 3])
+    s = Saturated(g.output(cut), rescale)
+    assert s.fired("slice-of-channels-through-per-channel-rescale") == 0
+    assert s.fired("slice-through-per-channel-rescale") == 1
+
+
+@SOUNDNESS
+@given(data=st.data(), shape=st.lists(st.integers(1, 4), min_size=1, max_size=3).map(tuple))
+def test_slice_of_channels_through_per_channel_rescale_is_sound(data, shape):
+    with tosa():
+        shape = (*shape[:-1], shape[-1] + 1)
+        g = GraphBuilder()
+        x = g.input("x", shape, torch.int32)
+        scales = data.draw(st.lists(st.floats(2.0**-12, 0.5), min_size=shape[-1], max_size=shape[-1]))
+        r = g.call(RESCALE, x, torch.int8, scales, 0, data.draw(zero_points))
+        start, size = data.draw(box_of(shape))
+        tosa_reference.assert_every_extraction_agrees(Saturated(g.output(slice_(g, r, start, size)), rescale))

@@ -269,3 +269,58 @@ def test_reshape_laws_are_sound(graph_module):
 @given(data_movement_graphs(("view", "permute", "unary", "binary", "cat", "slice")))
 def test_reshape_laws_are_sound_with_the_transpose_laws(graph_module):
     Saturated(graph_module, reshape, transpose).assert_every_extraction_agrees()
+
+
+# ---------------------------------------------------------------- TABLE
+
+
+def tosa_table_graph(reshape_first: bool):
+    """x (2, 3, 4) -> TABLE -> RESHAPE (6, 4), or RESHAPE then TABLE, in TOSA dialect."""
+    from executorch.backends.arm.tosa.specification import TosaLoweringContext, TosaSpecification
+    from executorch.exir.dialects._ops import ops as exir_ops
+
+    tosa = exir_ops.backend.tosa
+    with TosaLoweringContext(TosaSpecification.create_from_string("TOSA-1.0+INT")):
+        g = GraphBuilder()
+        x = g.input("x", (2, 3, 4))
+        lut = g.constant("lut", torch.randperm(256, generator=torch.Generator().manual_seed(0)).sub(128).to(torch.int8))
+        if reshape_first:
+            out = g.call(tosa.TABLE.default, g.call(tosa.RESHAPE.default, x, g.const_shape([6, 4])), lut)
+        else:
+            out = g.call(tosa.RESHAPE.default, g.call(tosa.TABLE.default, x, lut), g.const_shape([6, 4]))
+        return g, x, lut, out
+
+
+def test_reshape_through_table_fires_and_keeps_the_lookup_table():
+    g, x, lut, r = tosa_table_graph(reshape_first=False)
+    s = Saturated(g.output(r), reshape)
+    assert s.fired("reshape-through-table") == 1
+    tables = terms(s, s.class_of(r), "Table")
+    assert [t.args[1] for t in tables] == [s.class_of(lut)]
+    assert Term("Reshape", (s.class_of(x),), ((6, 4),)) in s.view.candidates[tables[0].args[0]]
+
+
+def test_reshape_through_table_does_not_fire_on_a_table_of_a_reshape():
+    g, _, _, out = tosa_table_graph(reshape_first=True)
+    s = Saturated(g.output(out), reshape)
+    assert s.fired("reshape-through-table") == 0
+
+
+@settings(max_examples=15, deadline=None)
+@given(data=st.data(), shape=st.lists(st.integers(1, 4), min_size=1, max_size=4).map(tuple))
+def test_reshape_through_table_is_sound(data, shape):
+    from executorch.backends.arm.tosa.specification import TosaLoweringContext, TosaSpecification
+    from executorch.exir.dialects._ops import ops as exir_ops
+
+    from tests.rules import tosa_reference
+
+    tosa = exir_ops.backend.tosa
+    with TosaLoweringContext(TosaSpecification.create_from_string("TOSA-1.0+INT")):
+        g = GraphBuilder()
+        x = g.input("x", shape)
+        lut = g.constant("lut", torch.randperm(256, generator=torch.Generator().manual_seed(1)).sub(128).to(torch.int8))
+        looked_up = g.call(tosa.TABLE.default, x, lut)
+        target = data.draw(st.sampled_from([[math.prod(shape)], [math.prod(shape[:-1]), shape[-1]], [1, *shape]]))
+        r = g.call(tosa.RESHAPE.default, looked_up, g.const_shape(target))
+        s = Saturated(g.output(r, looked_up), reshape, transpose)
+        tosa_reference.assert_every_extraction_agrees(s)

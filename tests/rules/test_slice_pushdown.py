@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import random
 
+import pytest
 import torch
 from executorch.backends.arm.tosa.specification import TosaLoweringContext, TosaSpecification
 from executorch.exir.dialects._ops import ops as exir_ops
@@ -197,3 +198,91 @@ def test_slice_pushdown_laws_are_sound(graph_module):
 @given(data_movement_graphs(("view", "view", "permute", "unary", "binary", "cat"), slice_after_each=True))
 def test_slice_pushdown_laws_are_sound_with_the_reshape_and_transpose_laws(graph_module):
     Saturated(graph_module, slice_pushdown, reshape, transpose).assert_every_extraction_agrees()
+
+
+# ---------------------------------------------------------------- PAD and TABLE
+
+
+def tosa_lowering():
+    return TosaLoweringContext(TosaSpecification.create_from_string("TOSA-1.0+INT"))
+
+
+def tosa_slice(g, x, start, size):
+    return g.call(TOSA.SLICE.default, x, g.const_shape(start), g.const_shape(size))
+
+
+def tosa_pad(g, x, padding, value):
+    return g.call(TOSA.PAD.default, x, g.const_shape(padding), value=value)
+
+
+def tosa_table(g, x, seed=0):
+    lut = torch.randperm(256, generator=torch.Generator().manual_seed(seed)).sub(128).to(torch.int8)
+    return g.call(TOSA.TABLE.default, x, g.constant(f"lut{seed}", lut))
+
+
+def test_slice_inside_pad_fires_and_reads_the_unpadded_input():
+    with tosa_lowering():
+        g = GraphBuilder()
+        x = g.input("x", (1, 4, 5, 3))
+        cut = tosa_slice(g, tosa_pad(g, x, [0, 0, 1, 1, 2, 0, 0, 0], 0), [0, 2, 2, 1], [1, 3, 4, 2])
+        s = Saturated(g.output(cut), slice_pushdown)
+    assert s.fired("slice-inside-pad-4") == 1
+    assert (s.class_of(x), (0, 1, 0, 1), (1, 3, 4, 2)) in sliced(s, s.class_of(cut))
+
+
+@pytest.mark.parametrize(
+    "reason, start, size",
+    [("reads-padding-before", [0, 0, 2, 0], [1, 3, 4, 3]), ("reads-padding-after", [0, 2, 2, 0], [1, 4, 4, 3])],
+)
+def test_slice_inside_pad_does_not_fire_when_the_box_reads_padding(reason, start, size):
+    with tosa_lowering():
+        g = GraphBuilder()
+        x = g.input("x", (1, 4, 5, 3))
+        cut = tosa_slice(g, tosa_pad(g, x, [0, 0, 1, 1, 2, 0, 0, 0], 0), start, size)
+        s = Saturated(g.output(cut), slice_pushdown)
+    assert s.fired("slice-inside-pad-4") == 0, reason
+    assert not any(args[0] == s.class_of(x) for args in sliced(s, s.class_of(cut))), reason
+
+
+def test_slice_through_table_fires_and_keeps_the_lookup_table():
+    with tosa_lowering():
+        g = GraphBuilder()
+        x = g.input("x", (4, 5))
+        looked_up = tosa_table(g, x)
+        cut = tosa_slice(g, looked_up, [1, 0], [2, 5])
+        s = Saturated(g.output(cut), slice_pushdown)
+    assert s.fired("slice-through-table") == 1
+    tables = terms(s, s.class_of(cut), "Table")
+    assert [t.args[1] for t in tables] == [s.class_of(looked_up.args[1])]
+    assert (s.class_of(x), (1, 0), (2, 5)) in sliced(s, tables[0].args[0])
+
+
+def test_slice_through_table_does_not_fire_on_a_table_of_a_slice():
+    with tosa_lowering():
+        g = GraphBuilder()
+        x = g.input("x", (4, 5))
+        looked_up = tosa_table(g, tosa_slice(g, x, [1, 0], [2, 5]))
+        s = Saturated(g.output(looked_up), slice_pushdown)
+    assert s.fired("slice-through-table") == 0
+
+
+@settings(max_examples=25, deadline=None)
+@given(data=st.data(), shape=st.lists(st.integers(1, 4), min_size=1, max_size=4).map(tuple))
+def test_slice_through_pad_and_table_is_sound(data, shape):
+    """Random boxes (inside the unpadded input or not) of a pad, and of a table, with the reshape and transpose laws."""
+    from tests.rules import tosa_reference
+
+    rank = len(shape)
+    with tosa_lowering():
+        g = GraphBuilder()
+        x = g.input("x", shape)
+        padding = data.draw(st.lists(st.integers(0, 2), min_size=2 * rank, max_size=2 * rank))
+        padded = tosa_pad(g, x, padding, data.draw(st.integers(-128, 127)))
+        outputs = []
+        for source in (padded, tosa_table(g, padded), tosa_table(g, x, seed=1)):
+            dims = tuple(source.meta["val"].shape)
+            start = [data.draw(st.integers(0, d - 1)) for d in dims]
+            size = [data.draw(st.integers(1, d - b)) for d, b in zip(dims, start)]
+            outputs.append(tosa_slice(g, source, start, size))
+        s = Saturated(g.output(*outputs), slice_pushdown, transpose, reshape)
+        tosa_reference.assert_every_extraction_agrees(s)

@@ -290,3 +290,109 @@ def test_transpose_through_tosa_reduce_sum_writes_back_tosa_with_the_new_axis():
         written = [s.random_extraction(seed) for seed in range(8)]
     reduces = {n.kwargs["axis"] for gm in written for n in gm.graph.nodes if n.target == tosa.REDUCE_SUM.default}
     assert reduces == {0, 2}
+
+
+# ---------------------------------------------------------------- PAD and TABLE
+
+
+def tosa_lowering():
+    from executorch.backends.arm.tosa.specification import TosaLoweringContext, TosaSpecification
+
+    return TosaLoweringContext(TosaSpecification.create_from_string("TOSA-1.0+INT"))
+
+
+def tosa_ops():
+    from executorch.exir.dialects._ops import ops as exir_ops
+
+    return exir_ops.backend.tosa
+
+
+def tosa_pad(g, x, padding, value):
+    return g.call(tosa_ops().PAD.default, x, g.const_shape(padding), value=value)
+
+
+def tosa_table(g, x, seed=0):
+    lut = torch.randperm(256, generator=torch.Generator().manual_seed(seed)).sub(128).to(torch.int8)
+    return g.call(tosa_ops().TABLE.default, x, g.constant(f"lut{seed}", lut))
+
+
+def test_transpose_through_pad_fires_with_the_padding_permuted():
+    with tosa_lowering():
+        g = GraphBuilder()
+        x = g.input("x", (1, 2, 3, 4))
+        t = g.call(tosa_ops().TRANSPOSE.default, tosa_pad(g, x, [0, 0, 1, 0, 0, 2, 3, 1], -5), [0, 3, 1, 2])
+        s = Saturated(g.output(t), transpose)
+    assert s.fired("transpose-through-pad-4") == 1
+    pads = [term for term in s.terms_of(t) if term.op == "Pad"]
+    assert [term.attrs for term in pads] == [((0, 0, 3, 1, 1, 0, 0, 2), -5)]
+    assert Term("Transpose", (s.class_of(x),), ((0, 3, 1, 2),)) in s.view.candidates[pads[0].args[0]]
+
+
+def test_transpose_through_pad_does_not_fire_on_a_pad_of_a_transpose():
+    """The law moves a transpose from above a pad to below it, never back."""
+    with tosa_lowering():
+        g = GraphBuilder()
+        x = g.input("x", (1, 2, 3, 4))
+        p = tosa_pad(g, g.call(tosa_ops().TRANSPOSE.default, x, [0, 3, 1, 2]), [0, 0, 1, 1, 0, 0, 2, 2], 0)
+        s = Saturated(g.output(p), transpose)
+    assert not any(name.startswith("transpose-through-pad") for name in s.result.rule_matches)
+    assert [term.op for term in s.terms_of(p)] == ["Pad"]
+
+
+def test_transpose_through_table_fires_and_keeps_the_lookup_table():
+    with tosa_lowering():
+        g = GraphBuilder()
+        x = g.input("x", (1, 2, 3, 4))
+        inner = tosa_table(g, g.call(tosa_ops().TRANSPOSE.default, x, [0, 2, 3, 1]))
+        back = g.call(tosa_ops().TRANSPOSE.default, inner, [0, 3, 1, 2])
+        s = Saturated(g.output(back), transpose)
+    lut = s.class_of(inner.args[1])
+    assert s.fired("transpose-through-table") >= 1
+    assert Term("Table", (s.class_of(x), lut), (s.terms_of(inner)[0].attrs[0],)) in s.terms_of(back)
+
+
+def test_transpose_through_table_does_not_fire_on_a_table_of_a_transpose():
+    with tosa_lowering():
+        g = GraphBuilder()
+        x = g.input("x", (1, 2, 3, 4))
+        looked_up = tosa_table(g, g.call(tosa_ops().TRANSPOSE.default, x, [0, 2, 3, 1]))
+        s = Saturated(g.output(looked_up), transpose)
+    assert s.fired("transpose-through-table") == 0
+    assert [term.op for term in s.terms_of(looked_up)] == ["Table"]
+
+
+@settings(max_examples=20, deadline=None)
+@given(data=st.data(), shape=st.lists(st.integers(1, 3), min_size=1, max_size=4).map(tuple))
+def test_transpose_through_pad_and_table_is_sound(data, shape):
+    """transpose(pad(x)) and transpose(table(x)), and chains of them, on random shapes, paddings and permutations (TOSA reference)."""
+    from tests.rules import tosa_reference
+
+    rank = len(shape)
+    with tosa_lowering():
+        g = GraphBuilder()
+        value = g.input("x", shape)
+        for step in range(data.draw(st.integers(1, 3))):
+            if data.draw(st.booleans()):
+                padding = data.draw(st.lists(st.integers(0, 2), min_size=2 * rank, max_size=2 * rank))
+                value = tosa_pad(g, value, padding, data.draw(st.integers(-128, 127)))
+            else:
+                value = tosa_table(g, value, seed=step)
+            value = g.call(tosa_ops().TRANSPOSE.default, value, list(data.draw(st.permutations(range(rank)))))
+        s = Saturated(g.output(value), transpose)
+        tosa_reference.assert_every_extraction_agrees(s)
+
+
+@settings(max_examples=10, deadline=None)
+@given(data=st.data(), shape=st.lists(st.integers(1, 3), min_size=1, max_size=4).map(tuple))
+def test_transpose_through_aten_constant_pad_nd_is_sound(data, shape):
+    """The aten form (pairs from the last dim backwards, possibly fewer than rank) reads and writes back as the same Pad."""
+    rank = len(shape)
+    pairs = data.draw(st.integers(1, rank))
+    pad = data.draw(st.lists(st.integers(0, 2), min_size=2 * pairs, max_size=2 * pairs))
+    g = GraphBuilder()
+    x = g.input("x", shape)
+    padded = g.call(aten.constant_pad_nd.default, x, pad, data.draw(st.integers(-128, 127)))
+    t = g.call(permute, padded, list(data.draw(st.permutations(range(rank)))))
+    s = Saturated(g.output(t), transpose)
+    assert s.fired(f"transpose-through-pad-{rank}") >= 1
+    s.assert_every_extraction_agrees()

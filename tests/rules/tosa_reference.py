@@ -1,4 +1,4 @@
-"""Reference semantics of the TOSA ops the rescale laws touch, to run TOSA-dialect FX graphs on real tensors.
+"""Reference semantics of the TOSA ops the rules touch (RESCALE, PAD, TABLE and data movement), to run TOSA-dialect FX graphs on real tensors.
 
 RESCALE follows the TOSA 1.0 specification exactly (scale32, SINGLE_ROUND,
 signed): int64 products, the rounding right shift, zero points, saturation,
@@ -33,6 +33,19 @@ def tosa_rescale(x: torch.Tensor, out_dtype: torch.dtype, scales: list[float], i
     return torch.from_numpy(np.clip(result + out_zp, low, high)).to(out_dtype)
 
 
+def tosa_pad(x: torch.Tensor, padding: list[int], *, value) -> torch.Tensor:
+    """TOSA PAD: padding is one (before, after) pair per dim, first dim first."""
+    pairs = [padding[i : i + 2] for i in range(0, len(padding), 2)]
+    return torch.nn.functional.pad(x, [v for pair in reversed(pairs) for v in pair], value=value)
+
+
+def tosa_table(x: torch.Tensor, table: torch.Tensor) -> torch.Tensor:
+    """TOSA TABLE for int8: out = table[x + 128] (the int16 form interpolates; the tests do not use it)."""
+    if x.dtype != torch.int8 or table.dtype != torch.int8 or tuple(table.shape) != (256,):
+        raise NotImplementedError(f"TABLE reference for int8 only, got {x.dtype} with a {table.dtype}{list(table.shape)} table")
+    return table[x.to(torch.int64) + 128]
+
+
 class TosaReference(fx.Interpreter):
     def call_function(self, target, args, kwargs):
         name = bridge_fx.op_name(target)
@@ -47,6 +60,10 @@ class TosaReference(fx.Interpreter):
         if name == "tosa.SLICE.default":
             x, start, size = args
             return x[tuple(slice(b, b + n) for b, n in zip(start, size))].contiguous()
+        if name == "tosa.PAD.default":
+            return tosa_pad(*args, **kwargs)
+        if name == "tosa.TABLE.default":
+            return tosa_table(*args)
         if name == "tosa.CONCAT.default":
             return torch.cat(args[0], dim=kwargs["axis"])
         return super().call_function(target, args, kwargs)
