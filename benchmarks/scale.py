@@ -67,9 +67,7 @@ def measure(node_count: int) -> dict[str, float]:
     times["read_s"] = time.perf_counter() - start
     times["enodes"] = float(view.enode_count)
 
-    def term_cost(eclass, term):
-        return model.cost(term, view.types.get(eclass), [view.types.get(a) for a in term.args])
-
+    term_cost = cost_models.term_costs(model, view.types)
     roots = [view.class_of_node[i] for i in loaded.outputs if i is not None]
     extraction = extract(view.candidates, roots, term_cost, extractor="greedy")
     times["extract_s"] = time.perf_counter() - start

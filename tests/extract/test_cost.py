@@ -3,7 +3,7 @@
 import pytest
 
 from eqsat.bridge_fx import TensorType, Term
-from eqsat.extract.cost import ElementTrafficCost, reshape_copies
+from eqsat.extract.cost import ElementTrafficCost, reshape_copies, term_costs
 from eqsat.extract.vela_cost import VelaCalibratedCost
 
 TYPE = TensorType((1, 64, 32), "torch.int8")
@@ -54,3 +54,22 @@ def test_the_uncalibrated_model_prices_a_copy_by_elements():
 def test_a_reshape_of_a_reshape_is_folded_even_with_fan_out(model):
     graph = {"x": leaf("x"), "a": unary("CLAMP#1", "x"), "r": reshape("a"), "s": reshape("r"), "b": unary("CLAMP#2", "s"), "c": unary("CLAMP#3", "r")}
     assert copies(graph, ["b", "c"], model) == pytest.approx(model.memory_copy(TYPE))  # r is copied, s is not
+
+
+def test_term_costs_prices_each_configuration_once_and_as_the_model_does(model):
+    calls = []
+
+    class Counting:
+        unit = model.unit
+
+        def cost(self, term, out, args):
+            calls.append(term)
+            return model.cost(term, out, args)
+
+    types = {"x": TYPE, "y": TYPE, "a": TYPE, "b": TYPE, "r": TensorType((1, 1, 64, 32), "torch.int8")}
+    term_cost = term_costs(Counting(), types)
+    same_op_on_other_operands = [("a", unary("CLAMP#1", "x")), ("b", unary("CLAMP#1", "y"))]
+    for eclass, term in [*same_op_on_other_operands, ("r", reshape("a")), ("a", unary("CLAMP#1", "x"))]:
+        assert term_cost(eclass, term) == model.cost(term, types[eclass], [types[a] for a in term.args])
+    assert calls == [unary("CLAMP#1", "x"), reshape("a")]
+    assert term_cost("q", leaf("q")) == model.cost(leaf("q"), None, [])  # unknown types are priced as unknown
