@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from egglog import EGraph, bindings
 
 from eqsat.bridge_fx import Term, TensorType
+from eqsat.extract._gc import paused_gc
 
 TENSOR_OPS = frozenset({"Opaque", "Elementwise", "Transpose", "Concat", "Slice", "Reshape", "Rescale", "Reduce"})
 
@@ -41,7 +42,8 @@ class EGraphView:
     @classmethod
     def of(cls, egraph: EGraph, node_count: int) -> EGraphView:
         """The view of egraph's current tables (read with `freeze`, no JSON round trip)."""
-        return cls.from_tables(egraph._egraph, node_count)
+        with paused_gc():
+            return cls.from_tables(egraph._egraph, node_count)
 
     @classmethod
     def from_tables(cls, raw: bindings.EGraph, node_count: int) -> EGraphView:
