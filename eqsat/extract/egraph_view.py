@@ -9,7 +9,7 @@ model never touch egglog.
 
 The tables are read directly rather than through egglog's JSON serialization
 (DESIGN §3): on an e-graph of 800k e-nodes, serializing, parsing and decoding
-the JSON took about 30 s, reading the tables takes a few.
+the JSON took about 30 s; reading the tables takes about 5 s of CPU.
 """
 
 from __future__ import annotations
