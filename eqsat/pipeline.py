@@ -169,13 +169,7 @@ def _rebuild(
         view = EGraphView.of(loaded.egraph, len(loaded.nodes))
         report.egraph_enodes, report.egraph_classes = view.enode_count, len(view.candidates)
 
-        term_costs: dict[tuple[str, bridge_fx.Term], float] = {}
-
-        def term_cost(eclass: str, term: bridge_fx.Term) -> float:
-            key = (eclass, term)
-            if key not in term_costs:
-                term_costs[key] = model.cost(term, view.types.get(eclass), [view.types.get(a) for a in term.args])
-            return term_costs[key]
+        term_cost = cost_models.term_costs(model, view.types)
 
         def graph_cost(selection: dict[str, bridge_fx.Term]) -> float:
             live = {c: selection[c] for c in reachable(selection, roots)}

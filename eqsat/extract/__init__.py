@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from eqsat.bridge_fx import Term
+from eqsat.extract._gc import paused_gc
 from eqsat.extract.greedy import Selection, TermCost, dag_cost, extract_greedy, reachable_candidates
 from eqsat.extract.ilp import extract_ilp
 
@@ -41,6 +42,11 @@ def extract(
     """
     if extractor not in EXTRACTORS:
         raise ValueError(f"extractor must be one of {EXTRACTORS}, not {extractor!r}")
+    with paused_gc():
+        return _extract(candidates, roots, term_cost, extractor, ilp_time_limit)
+
+
+def _extract(candidates: dict[str, list[Term]], roots: list[str], term_cost: TermCost, extractor: str, ilp_time_limit: float) -> Extraction:
     selection = extract_greedy(candidates, term_cost)
     missing = [r for r in roots if r not in selection]
     if missing:

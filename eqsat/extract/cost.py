@@ -26,7 +26,7 @@ from __future__ import annotations
 import math
 from collections import Counter
 from dataclasses import dataclass
-from typing import Callable, Hashable, Iterable, Protocol
+from typing import Callable, Hashable, Iterable, Mapping, Protocol
 
 from eqsat.bridge_fx import TensorType, Term
 from eqsat.extract import vela_cost
@@ -37,7 +37,10 @@ class CostModel(Protocol):
     unit: str
 
     def cost(self, term: Term, out: TensorType | None, args: list[TensorType | None]) -> float:
-        """The cost of computing term once, given its output and operand types (None: unknown)."""
+        """The cost of computing term once, given its output and operand types (None: unknown).
+
+        It reads the term's op and attributes and how many operands it has, never which ones they are.
+        """
 
     def memory_copy(self, tensor: TensorType | None) -> float:
         """The cost of copying tensor once (a RESHAPE that Vela cannot remove)."""
@@ -68,6 +71,26 @@ def cost_model_for(target: str) -> CostModel:
     if vela_cost.has_calibration(target):
         return vela_cost.VelaCalibratedCost(target)
     return ElementTrafficCost(target)
+
+
+def term_costs(model: CostModel, types: Mapping[Hashable, TensorType]) -> Callable[[Hashable, Term], float]:
+    """The cost of an e-class's term under model, with types[c] the type of e-class c (absent: unknown).
+
+    Memoized on what the model reads (op, attributes, output and operand
+    types): the e-graph of a network repeats the same few op configurations
+    across many classes, and the extractor prices each e-node.
+    """
+    memo: dict[tuple, float] = {}
+
+    def term_cost(eclass: Hashable, term: Term) -> float:
+        out, args = types.get(eclass), tuple(types.get(a) for a in term.args)
+        key = (term.op, term.attrs, out, args)
+        value = memo.get(key)
+        if value is None:
+            value = memo[key] = model.cost(term, out, list(args))
+        return value
+
+    return term_cost
 
 
 def reshape_copies(

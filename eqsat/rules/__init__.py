@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from egglog import EGraph, Ruleset
 
-from eqsat.rules import analysis, concat_slice, rescale, reshape, slice_pushdown, transpose
+from eqsat.rules import _program, analysis, concat_slice, rescale, reshape, slice_pushdown, transpose
 
 ANALYSIS: Ruleset = analysis.analysis
 """Shape and dtype facts for terms the rewrites create."""
@@ -63,7 +63,22 @@ class SaturationResult:
 
 
 def enode_count(egraph: EGraph) -> int:
-    return sum(size for _, size in egraph.all_function_sizes())
+    return _program.enode_count(egraph)
+
+
+def _runner(egraph: EGraph, rewrites: tuple[Ruleset, ...]) -> _program.Runner:
+    """How saturate runs rulesets on egraph: as the cached program of the analysis and all
+    rewrite rulesets (eqsat.rules._program), unless a ruleset is not one of them or egraph
+    already has rulesets from egglog-python; then through egglog-python."""
+    everything = (ANALYSIS, *REWRITES)
+    known = {_program.ruleset_key(r) for r in everything}
+    if not egraph._state.rulesets and all(_program.ruleset_key(r) in known for r in rewrites):
+        program = _program.compiled(everything)
+        if program is not None:
+            return _program.CompiledRunner(egraph, program)
+    if getattr(egraph, "_eqsat_program", None) is not None:
+        raise ValueError("this e-graph runs eqsat's compiled rulesets; other rulesets need an e-graph of their own")
+    return _program.Runner(egraph)
 
 
 def saturate(egraph: EGraph, budget: Budget, rewrites: tuple[Ruleset, ...] | None = None) -> SaturationResult:
@@ -75,6 +90,7 @@ def saturate(egraph: EGraph, budget: Budget, rewrites: tuple[Ruleset, ...] | Non
     result = SaturationResult()
     if not rewrites:
         return result
+    runner = _runner(egraph, rewrites)
     started = time.monotonic()
     while True:
         if result.iterations >= budget.iterations:
@@ -83,17 +99,17 @@ def saturate(egraph: EGraph, budget: Budget, rewrites: tuple[Ruleset, ...] | Non
         if time.monotonic() - started > budget.seconds:
             result.stop_reason = "time limit"
             break
-        if enode_count(egraph) > budget.enodes:
+        if runner.enode_count() > budget.enodes:
             result.stop_reason = "e-node limit"
             break
-        egraph.run(ANALYSIS.saturate())
+        runner.run(ANALYSIS, saturate=True)
         updated = False
         for rules in rewrites:
-            report = egraph.run(1, ruleset=rules)
-            updated |= report.updated
-            for rule, matches in report.num_matches_per_rule.items():
+            changed, rule_matches = runner.run(rules)
+            updated |= changed
+            for rule, matches in rule_matches.items():
                 if matches:
-                    result.rule_matches[getattr(rule, "name", None) or str(rule)] += matches
+                    result.rule_matches[rule] += matches
         result.iterations += 1
         if not updated:
             result.stop_reason = "saturated"

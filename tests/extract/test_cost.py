@@ -4,8 +4,8 @@ import pytest
 import tosa_serializer as ts
 
 from eqsat.bridge_fx import TensorType, Term
-from eqsat.extract.cost import ElementTrafficCost, reshape_copies
 from eqsat.extract.calibration_graphs import _attr, _clamp, _Graph
+from eqsat.extract.cost import ElementTrafficCost, reshape_copies, term_costs
 from eqsat.extract.vela_cost import VelaCalibratedCost
 from eqsat.vela import estimate
 
@@ -100,3 +100,22 @@ def test_reshape_copies_match_the_memory_copies_vela_runs(target, input_readers,
     vela_copies = [layer for layer in estimate(g.tosa.serialize(), target).layers if layer.operator == "MemoryCopy" and layer.source_operator == "Reshape"]
     model = VelaCalibratedCost(target)
     assert len(vela_copies) == round(copies(graph, roots, model) / model.memory_copy(TYPE))
+
+
+def test_term_costs_prices_each_configuration_once_and_as_the_model_does(model):
+    calls = []
+
+    class Counting:
+        unit = model.unit
+
+        def cost(self, term, out, args):
+            calls.append(term)
+            return model.cost(term, out, args)
+
+    types = {"x": TYPE, "y": TYPE, "a": TYPE, "b": TYPE, "r": TensorType((1, 1, 64, 32), "torch.int8")}
+    term_cost = term_costs(Counting(), types)
+    same_op_on_other_operands = [("a", unary("CLAMP#1", "x")), ("b", unary("CLAMP#1", "y"))]
+    for eclass, term in [*same_op_on_other_operands, ("r", reshape("a")), ("a", unary("CLAMP#1", "x"))]:
+        assert term_cost(eclass, term) == model.cost(term, types[eclass], [types[a] for a in term.args])
+    assert calls == [unary("CLAMP#1", "x"), reshape("a")]
+    assert term_cost("q", leaf("q")) == model.cost(leaf("q"), None, [])  # unknown types are priced as unknown
