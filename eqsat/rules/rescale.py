@@ -151,13 +151,14 @@ def _data_movement_through_rescale():
         i64(1) < m.length(),
         *keeps_last_axis(p),
     )
-    # slice(rescale(x, P), box) == rescale(slice(x, box), P)  per-tensor, or per-channel when the box keeps every channel
+    # slice(rescale(x, P), box) == rescale(slice(x, box), P)  per-tensor
     yield law(
         "slice-through-rescale",
         x.rescale(out_dtype, m, sh, in_zp, out_zp, tag).slice(start, size),
         x.slice(start, size).rescale(out_dtype, m, sh, in_zp, out_zp, tag),
         *is_per_tensor(m),
     )
+    # slice(rescale_pc(x, P), box) == rescale_pc(slice(x, box), P)  when the box keeps every channel
     yield law(
         "slice-through-per-channel-rescale",
         x.rescale(out_dtype, m, sh, in_zp, out_zp, tag).slice(start, size),
@@ -180,13 +181,14 @@ def _data_movement_through_rescale():
         eq(kept_m).to(window(m, first, count)),
         eq(kept_sh).to(window(sh, first, count)),
     )
-    # reshape(rescale(x, P), s) == rescale(reshape(x, s), P)  per-tensor, or per-channel when the last dim is kept
+    # reshape(rescale(x, P), s) == rescale(reshape(x, s), P)  per-tensor
     yield law(
         "reshape-through-rescale",
         x.rescale(out_dtype, m, sh, in_zp, out_zp, tag).reshape(s),
         x.reshape(s).rescale(out_dtype, m, sh, in_zp, out_zp, tag),
         *is_per_tensor(m),
     )
+    # reshape(rescale_pc(x, P), s) == rescale_pc(reshape(x, s), P)  when the last dim is kept
     yield law(
         "reshape-through-per-channel-rescale",
         x.rescale(out_dtype, m, sh, in_zp, out_zp, tag).reshape(s),
