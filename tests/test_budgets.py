@@ -10,7 +10,8 @@ import torch
 from executorch.backends.arm.tosa.specification import TosaLoweringContext
 
 import eqsat
-from eqsat import fuzz, rules
+from eqsat import bridge_fx, fuzz, rules
+from eqsat.extract.egraph_view import EGraphView
 from eqsat.fuzz import GraphSpec, Step
 
 CHAIN_SHAPE = (1, 2, 1, 3, 1, 2)
@@ -104,3 +105,15 @@ def test_a_zero_budget_runs_no_rewrites_and_keeps_the_graph(limit, monkeypatch):
     assert report.iterations == 0 and report.rules_fired == {}
     assert report.stop_reason == limit.replace("enode", "e-node").replace("_", " ")
     assert optimized is original and not report.changed
+
+
+@pytest.mark.parametrize("iterations", [1, 2])
+def test_a_budget_stop_still_types_every_eclass_for_the_cost_model(iterations):
+    # The cost model prices a term by the shapes of its e-class and operands; terms of the last
+    # iteration must not go untyped (an untyped transpose looked almost free and skipped U55 checks).
+    loaded = bridge_fx.to_egraph(CHAIN.build())
+    result = rules.saturate(loaded.egraph, rules.Budget(iterations=iterations))
+    assert result.stop_reason == "iteration limit"
+    view = EGraphView.of(loaded.egraph, len(loaded.nodes))
+    rewritten = [c for c, terms in view.candidates.items() if any(t.op != "Opaque" for t in terms)]
+    assert len(rewritten) > 40 and [c for c in rewritten if c not in view.types] == []

@@ -84,6 +84,8 @@ def _runner(egraph: EGraph, rewrites: tuple[Ruleset, ...]) -> _program.Runner:
 def saturate(egraph: EGraph, budget: Budget, rewrites: tuple[Ruleset, ...] | None = None) -> SaturationResult:
     """Run analysis, then one round of every rewrite ruleset, until nothing changes or a budget is hit.
 
+    A run stopped by a budget ends with one more analysis, so every e-class it created has its shape.
+
     rewrites: the rulesets to run, by default REWRITES.
     """
     rewrites = REWRITES if rewrites is None else rewrites
@@ -114,4 +116,6 @@ def saturate(egraph: EGraph, budget: Budget, rewrites: tuple[Ruleset, ...] | Non
         if not updated:
             result.stop_reason = "saturated"
             break
+    if result.stop_reason != "saturated" and result.iterations:
+        runner.run(ANALYSIS, saturate=True)  # type the terms of the last iteration: the cost model reads their shapes
     return result
