@@ -44,8 +44,7 @@ TOSA = exir_ops.backend.tosa
 # ---------------------------------------------------------------- terms
 
 
-@dataclass(frozen=True)
-class Term:
+class Term(NamedTuple):
     """One e-node in Python: a constructor of eqsat.terms, its tensor operands and attributes.
 
     `args` are node indices when the term is read from FX and e-class ids when

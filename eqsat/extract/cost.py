@@ -81,14 +81,16 @@ def term_costs(model: CostModel, types: Mapping[Hashable, TensorType]) -> Callab
     across many classes, and the extractor prices each e-node.
     """
     memo: dict[tuple, float] = {}
+    type_of = types.get
 
     def term_cost(eclass: Hashable, term: Term) -> float:
-        out, args = types.get(eclass), tuple(types.get(a) for a in term.args)
+        out, args = type_of(eclass), tuple(map(type_of, term.args))
         key = (term.op, term.attrs, out, args)
-        value = memo.get(key)
-        if value is None:
+        try:
+            return memo[key]
+        except KeyError:
             value = memo[key] = model.cost(term, out, list(args))
-        return value
+            return value
 
     return term_cost
 

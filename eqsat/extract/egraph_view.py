@@ -16,6 +16,9 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass
+from itertools import chain
+from operator import itemgetter
+from typing import Callable
 
 from egglog import EGraph, bindings
 
@@ -62,42 +65,38 @@ class EGraphView:
         class_vectors: dict[bindings.Value, tuple[str, ...]] = {}
 
         def eclass(value: bindings.Value) -> str:
-            name = names.get(value)
-            if name is None:
+            try:
+                return names[value]
+            except KeyError:
                 name = names[value] = f"Tensor-{to_i64(value)}"
-            return name
+                return name
 
         def ints(value: bindings.Value) -> tuple[int, ...]:
-            found = int_vectors.get(value)
-            if found is None:
-                found = int_vectors[value] = tuple(to_i64(v) for v in to_vec(value))
-            return found
+            try:
+                return int_vectors[value]
+            except KeyError:
+                found = int_vectors[value] = tuple([to_i64(v) for v in to_vec(value)])
+                return found
 
         def classes(value: bindings.Value) -> tuple[str, ...]:
-            found = class_vectors.get(value)
-            if found is None:
-                found = class_vectors[value] = tuple(eclass(v) for v in to_vec(value))
-            return found
+            try:
+                return class_vectors[value]
+            except KeyError:
+                found = class_vectors[value] = tuple([eclass(v) for v in to_vec(value)])
+                return found
 
-        readers = {"Tensor": eclass, "i64": to_i64, "String": raw.value_to_string}
+        readers = {"Tensor": eclass, "tensors": classes, "ints": ints, "i64": to_i64, "String": raw.value_to_string}
         functions = raw.freeze().functions
         candidates: dict[str, list[Term]] = defaultdict(list)
         for op, function in functions.items():
             if op not in TENSOR_OPS:
                 continue
             kinds = [_operand_kind(sort) for sort in function.input_sorts]
-            decoders = [classes if kind == "tensors" else ints if kind == "ints" else readers[kind] for kind in kinds]
+            decoders = [readers[kind] for kind in kinds]
+            args_of, attrs_of = _operand_splitter(kinds)
             for row in function.rows:
-                args: list[str] = []
-                attrs: list = []
-                for kind, decode, value in zip(kinds, decoders, row.inputs):
-                    if kind == "Tensor":
-                        args.append(decode(value))
-                    elif kind == "tensors":
-                        args.extend(decode(value))
-                    else:
-                        attrs.append(decode(value))
-                candidates[eclass(row.output)].append(Term(op, tuple(args), tuple(attrs)))
+                operands = [decode(value) for decode, value in zip(decoders, row.inputs)]
+                candidates[eclass(row.output)].append(Term(op, args_of(operands), attrs_of(operands)))
 
         class_of_node: list[str | None] = [None] * node_count
         for row in functions["Node"].rows:
@@ -111,6 +110,26 @@ class EGraphView:
             tensor = eclass(row.inputs[0])
             types[tensor] = TensorType(ints(row.output), dtypes.get(tensor))
         return cls(dict(candidates), class_of_node, types, sum(len(v) for v in candidates.values()))
+
+
+def _operand_splitter(kinds: list[str]) -> tuple[Callable[[list], tuple], Callable[[list], tuple]]:
+    """Two functions of a row's decoded operands: its term's args (the tensor operands, in order, a Vec of
+    tensors spliced in) and its attrs (every other operand, in order)."""
+    tensor_positions = [i for i, kind in enumerate(kinds) if kind in ("Tensor", "tensors")]
+    attrs_of = _items_at([i for i, kind in enumerate(kinds) if kind not in ("Tensor", "tensors")])
+    if "tensors" not in kinds:
+        return _items_at(tensor_positions), attrs_of
+    if tensor_positions == [kinds.index("tensors")]:
+        return itemgetter(tensor_positions[0]), attrs_of
+    return (lambda operands: tuple(chain.from_iterable(operands[i] if kinds[i] == "tensors" else (operands[i],) for i in tensor_positions))), attrs_of
+
+
+def _items_at(positions: list[int]) -> Callable[[list], tuple]:
+    """The items of a list at these positions, as a tuple."""
+    if len(positions) == 1:
+        (position,) = positions
+        return lambda items: (items[position],)
+    return itemgetter(*positions) if positions else lambda items: ()
 
 
 def _operand_kind(sort: str) -> str:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import heapq
 import math
 from collections import defaultdict
+from itertools import count
 from typing import Callable
 
 from eqsat.bridge_fx import Term
@@ -25,37 +26,46 @@ TermCost = Callable[[str, Term], float]
 
 def extract_greedy(candidates: dict[str, list[Term]], term_cost: TermCost) -> Selection:
     """The cheapest term of every e-class under amortised bottom-up cost."""
-    users: dict[str, list[tuple[str, Term]]] = defaultdict(list)
-    for eclass, terms in candidates.items():
-        for term in terms:
-            for arg in dict.fromkeys(term.args):  # ordered: ties break the same way in every process
-                users[arg].append((eclass, term))
-    sharing = {arg: len({user_class for user_class, _ in arg_users}) for arg, arg_users in users.items()}
-    best: dict[str, float] = {}
+    term_class: list[str] = []
+    terms: list[Term] = []
+    unsettled: list[int] = []  # per term, how many distinct operand classes have no cost yet
+    users: dict[str, list[int]] = defaultdict(list)  # per class, the terms reading it
+    for eclass, class_terms in candidates.items():
+        for term in class_terms:
+            operands = dict.fromkeys(term.args)  # ordered: ties break the same way in every process
+            for arg in operands:
+                users[arg].append(len(terms))
+            term_class.append(eclass)
+            terms.append(term)
+            unsettled.append(len(operands))
+    sharing = {arg: len({term_class[t] for t in readers}) for arg, readers in users.items()}
+    share: dict[str, float] = {}  # a settled class's cost divided among the classes reading it
     selection: Selection = {}
-    frontier: list[tuple[float, int, str, Term]] = []
-    tiebreak = 0
+    frontier: list[tuple[float, int, int]] = []  # (total, offer order, term)
+    offers = count()
 
-    def offer(eclass: str, term: Term) -> None:
-        nonlocal tiebreak
-        if all(a in best for a in term.args):
-            total = term_cost(eclass, term) + sum(best[a] / sharing[a] for a in term.args)
-            if math.isfinite(total):
-                tiebreak += 1
-                heapq.heappush(frontier, (total, tiebreak, eclass, term))
+    def offer(index: int) -> None:
+        term = terms[index]
+        total = term_cost(term_class[index], term) + sum([share[a] for a in term.args])
+        if total < math.inf:
+            heapq.heappush(frontier, (total, next(offers), index))
 
-    for eclass, terms in candidates.items():
-        for term in terms:
-            if not term.args:
-                offer(eclass, term)
+    for index, operands in enumerate(unsettled):
+        if not operands:
+            offer(index)
     while frontier:
-        total, _, eclass, term = heapq.heappop(frontier)
-        if eclass in best:
+        total, _, index = heapq.heappop(frontier)
+        eclass = term_class[index]
+        if eclass in selection:
             continue
-        best[eclass], selection[eclass] = total, term
-        for user_class, user_term in users[eclass]:
-            if user_class not in best:
-                offer(user_class, user_term)
+        selection[eclass] = terms[index]
+        readers = users.get(eclass, ())
+        if readers:
+            share[eclass] = total / sharing[eclass]
+        for reader in readers:
+            unsettled[reader] -= 1
+            if not unsettled[reader] and term_class[reader] not in selection:
+                offer(reader)
     return selection
 
 
