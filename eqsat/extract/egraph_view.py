@@ -9,14 +9,13 @@ model never touch egglog.
 
 The tables are read directly rather than through egglog's JSON serialization
 (DESIGN §3): on an e-graph of 800k e-nodes, serializing, parsing and decoding
-the JSON took about 30 s; reading the tables takes about 5 s of CPU.
+the JSON took about 30 s; reading the tables takes about 7 s (benchmarks/scale.py).
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass
-from itertools import chain
 from operator import itemgetter
 from typing import Callable
 
@@ -113,15 +112,15 @@ class EGraphView:
 
 
 def _operand_splitter(kinds: list[str]) -> tuple[Callable[[list], tuple], Callable[[list], tuple]]:
-    """Two functions of a row's decoded operands: its term's args (the tensor operands, in order, a Vec of
-    tensors spliced in) and its attrs (every other operand, in order)."""
+    """Two functions of a row's decoded operands: its term's args (its tensor operands in order, or the
+    tensors of its one Vec of tensors) and its attrs (every other operand, in order)."""
     tensor_positions = [i for i, kind in enumerate(kinds) if kind in ("Tensor", "tensors")]
     attrs_of = _items_at([i for i, kind in enumerate(kinds) if kind not in ("Tensor", "tensors")])
     if "tensors" not in kinds:
         return _items_at(tensor_positions), attrs_of
     if tensor_positions == [kinds.index("tensors")]:
         return itemgetter(tensor_positions[0]), attrs_of
-    return (lambda operands: tuple(chain.from_iterable(operands[i] if kinds[i] == "tensors" else (operands[i],) for i in tensor_positions))), attrs_of
+    raise ValueError(f"no decoding for a constructor whose tensor operands are {kinds}: one Vec of tensors or only single tensors")
 
 
 def _items_at(positions: list[int]) -> Callable[[list], tuple]:
