@@ -10,21 +10,35 @@ When no target is given, the pass takes it from the Ethos-U compile spec of
 the lowering that runs it: the pass manager only sees the TOSA part of the
 spec, so `install()` wraps `EthosUBackend.preprocess` to note the accelerator
 configuration of each delegate being compiled, and `uninstall()` unwraps it.
+
+With `verify="vela"` the same wrapper checks the pass against Vela, per
+delegate: it lowers the delegate to TOSA with eqsat (on a copy of the
+program), and if eqsat changed anything, once more without; it compiles both
+with the pinned Vela and lowers for real with eqsat on only if that gives
+fewer `cycles_total`. The report of the delegate records the choice and both
+figures; its `phase_seconds["verify"]` is what the check cost.
 """
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
+import copy
 import functools
+import time
+from typing import Iterator
 
 from executorch.backends.arm._passes import arm_pass_manager
 from executorch.backends.arm._passes.ensure_unique_output_nodes_pass import EnsureUniqueOutputNodesPass
 from executorch.backends.arm._passes.exir_to_tosa_pass import ExirToTosaPass
 from executorch.backends.arm.ethosu.backend import EthosUBackend
 from executorch.backends.arm.ethosu.compile_spec import EthosUCompileSpec
+from executorch.backends.arm.tosa.backend import TOSABackend
+from executorch.backends.arm.tosa.compile_spec import TosaCompileSpec
 from executorch.exir.pass_base import ExportPass, PassResult
 from torch import fx
 
+from eqsat.extract.cost import cost_model_for
 from eqsat.pipeline import Options, check_target, optimize
 from eqsat.report import Report
 
@@ -34,6 +48,8 @@ INSERTION_POINTS = {
 }
 
 _compiling_target: contextvars.ContextVar[str | None] = contextvars.ContextVar("eqsat_target", default=None)
+_pass_mode: contextvars.ContextVar[str] = contextvars.ContextVar("eqsat_pass_mode", default="run")
+"""How EqsatPass acts: "run" (optimize and report), "rerun" (optimize again, already reported) or "off"."""
 _reports: list[Report] = []
 _installed: list[EqsatPass] = []
 _original_preprocess = EthosUBackend.preprocess
@@ -54,6 +70,8 @@ class EqsatPass(ExportPass):
     def __init__(self, target: str | None = None, *, keep_inputs: bool = False, **options) -> None:
         super().__init__()
         self.target = check_target(target) if target is not None else None
+        if target is not None:
+            cost_model_for(target)  # an uncalibrated target is refused here, with the command that calibrates it
         Options.from_kwargs(**options)
         self.options = options
         self.reports: list[Report] = []
@@ -69,11 +87,15 @@ class EqsatPass(ExportPass):
         return target
 
     def call(self, graph_module: fx.GraphModule) -> PassResult:
-        if self.keep_inputs:
+        mode = _pass_mode.get()
+        if mode == "off":
+            return PassResult(graph_module, False)
+        if self.keep_inputs and mode == "run":
             self.input_graphs.append(_copy_graph(graph_module))
         optimized, report = optimize(graph_module, self.resolve_target(), **self.options)
-        self.reports.append(report)
-        _reports.append(report)
+        if mode == "run":
+            self.reports.append(report)
+            _reports.append(report)
         if optimized is graph_module:
             return PassResult(graph_module, False)
         graph_module.graph = optimized.graph
@@ -90,11 +112,66 @@ def _copy_graph(graph_module: fx.GraphModule) -> fx.GraphModule:
 
 @functools.wraps(_original_preprocess)
 def _preprocess_noting_target(edge_program, compile_specs):
-    token = _compiling_target.set(EthosUCompileSpec._from_list(compile_specs).target)
+    spec = EthosUCompileSpec._from_list(compile_specs)
+    token = _compiling_target.set(spec.target)
     try:
+        if any(p.options.get("verify", "none") == "vela" for p in _installed):
+            keep = _verify_with_vela(edge_program, spec)
+            with _mode("rerun" if keep else "off"):  # the rewrite is deterministic: "rerun" gives the verified graph
+                return _original_preprocess(edge_program, compile_specs)
         return _original_preprocess(edge_program, compile_specs)
     finally:
         _compiling_target.reset(token)
+
+
+@contextlib.contextmanager
+def _mode(mode: str) -> Iterator[None]:
+    """Set how EqsatPass acts for the duration of a with-block."""
+    token = _pass_mode.set(mode)
+    try:
+        yield
+    finally:
+        _pass_mode.reset(token)
+
+
+def _tosa(edge_program, spec: EthosUCompileSpec) -> bytes:
+    """The delegate's TOSA flatbuffer, lowered from a copy of edge_program (no artifacts dumped)."""
+    tosa_spec = TosaCompileSpec(spec.tosa_spec)
+    tosa_spec.set_pass_pipeline_config(spec._get_pass_pipeline_config())
+    return TOSABackend._preprocess(copy.deepcopy(edge_program), tosa_spec).processed_bytes
+
+
+def _verify_with_vela(edge_program, spec: EthosUCompileSpec) -> bool:
+    """Whether to lower with eqsat's rewrite: True if Vela estimates fewer cycles_total with it than
+    without; False if not, or if eqsat changed nothing (then no second lowering is needed).
+
+    The reports of this delegate's runs record the choice (`Report.verification`).
+    """
+    from eqsat.vela import VelaError, estimate
+
+    first = len(_reports)
+    with _mode("run"):
+        candidate = _tosa(edge_program, spec)
+    reports = _reports[first:]
+    if not any(r.changed for r in reports):
+        return False
+    started = time.perf_counter()
+    with _mode("off"):
+        original = _tosa(edge_program, spec)
+    figures = {}
+    for name, graph in (("eqsat", candidate), ("original", original)):
+        try:
+            figures[name] = estimate(graph, spec.target).cycles_total
+        except VelaError as error:
+            figures[name] = f"Vela rejected it: {error}"
+    keep = isinstance(figures["eqsat"], int) and (not isinstance(figures["original"], int) or figures["eqsat"] < figures["original"])
+    seconds = time.perf_counter() - started
+    for report in reports:
+        report.verification = {"kept": "eqsat" if keep else "original", "vela_cycles_total": figures}
+        report.phase_seconds["verify"] = seconds / len(reports)
+        if not keep:
+            report.changed = False
+    return keep
 
 
 def install(

@@ -74,22 +74,22 @@ def _change(before: int, after: int) -> str:
 
 
 def _estimate(row: dict) -> str:
-    """The cost model's totals before and after, with their errors against Vela's cycles_npu."""
+    """The cost model's totals before and after, with their errors against Vela's cycles_total."""
     if not row["reports"]:
         return "n/a"
     before = sum(r["cost_before"] for r in row["reports"])
     after = sum(r["cost_after"] for r in row["reports"])
     return (
-        f"{before:.0f} ({_change(row['stock']['cycles_npu'], before)}) → "
-        f"{after:.0f} ({_change(row['optimized']['cycles_npu'], after)})"
+        f"{before:.0f} ({_change(row['stock']['cycles_total'], before)}) → "
+        f"{after:.0f} ({_change(row['optimized']['cycles_total'], after)})"
     )
 
 
 def _estimate_error(row: dict) -> str:
-    """The cost model's estimate of the stock graph against Vela's cycles_npu."""
+    """The cost model's estimate of the stock graph against Vela's cycles_total."""
     if not row["reports"]:
         return "n/a"
-    return _change(row["stock"]["cycles_npu"], sum(r["cost_before"] for r in row["reports"]))
+    return _change(row["stock"]["cycles_total"], sum(r["cost_before"] for r in row["reports"]))
 
 
 def _rules_fired(row: dict) -> str:
@@ -108,9 +108,14 @@ def _time_share(row: dict) -> str:
 COLUMNS = {
     "model": ("model", "---", lambda r: r["model"]),
     "target": ("target", "---", lambda r: r["target"]),
-    "stock": ("NPU cycles stock", "---:", lambda r: str(r["stock"]["cycles_npu"])),
-    "eqsat": ("NPU cycles eqsat", "---:", lambda r: str(r["optimized"]["cycles_npu"])),
-    "change": ("change", "---:", lambda r: _change(r["stock"]["cycles_npu"], r["optimized"]["cycles_npu"])),
+    "stock": ("inference cycles stock", "---:", lambda r: str(r["stock"]["cycles_total"])),
+    "eqsat": ("inference cycles eqsat", "---:", lambda r: str(r["optimized"]["cycles_total"])),
+    "change": ("change", "---:", lambda r: _change(r["stock"]["cycles_total"], r["optimized"]["cycles_total"])),
+    "npu": (
+        "NPU cycles stock → eqsat",
+        "---",
+        lambda r: f"{r['stock']['cycles_npu']} → {r['optimized']['cycles_npu']} ({_change(r['stock']['cycles_npu'], r['optimized']['cycles_npu'])})",
+    ),
     "data movement": (
         "data-movement cycles stock → eqsat",
         "---",
@@ -127,10 +132,12 @@ COLUMNS = {
     "time share": ("eqsat time / lowering", "---:", _time_share),
     "bit-exact": ("bit-exact", "---", lambda r: "yes" if r["bit_exact"] else f"NO: {r['mismatch']}"),
 }
-"""The table columns: (header, alignment, cell of a row)."""
+"""The table columns: (header, alignment, cell of a row). Inference cycles are Vela's `cycles_total`, the
+sum over its layers of `Op Cycles` (the larger of NPU and memory-access cycles); data-movement cycles
+are the `Op Cycles` of the layers that come from TRANSPOSE, CONCAT, SLICE and RESHAPE."""
 
-FULL = ("model", "target", "stock", "eqsat", "change", "data movement", "ops", "estimate", "rules", "time share", "bit-exact")
-HEADLINE = ("model", "target", "stock", "eqsat", "change", "data movement", "estimate error", "time share", "bit-exact")
+FULL = ("model", "target", "stock", "eqsat", "change", "npu", "data movement", "ops", "estimate", "rules", "time share", "bit-exact")
+HEADLINE = ("model", "target", "stock", "eqsat", "change", "npu", "data movement", "estimate error", "time share", "bit-exact")
 
 
 def _table(rows: list[dict], columns: tuple[str, ...]) -> str:
@@ -148,21 +155,41 @@ def markdown_table(rows: list[dict]) -> str:
 
 
 def headline_table(rows: list[dict]) -> str:
-    """The README's table: NPU cycles before and after, data movement, the estimate's error, time share, bit-exactness."""
-    return _table(rows, HEADLINE)
+    """The README's table: inference cycles before and after, NPU cycles, data movement, the estimate's error,
+    time share, bit-exactness; then the totals over the rows."""
+    return _table(rows, HEADLINE) + "\n" + summary(rows)
+
+
+def summary(rows: list[dict]) -> str:
+    """Per target: the rows, the rows slower or faster with eqsat, the ratio of summed inference cycles,
+    and the largest time share."""
+    lines = []
+    for target in sorted({r["target"] for r in rows}):
+        mine = [r for r in rows if r["target"] == target]
+        stock = sum(r["stock"]["cycles_total"] for r in mine)
+        eqsat = sum(r["optimized"]["cycles_total"] for r in mine)
+        slower = [r["model"] for r in mine if r["optimized"]["cycles_total"] > r["stock"]["cycles_total"]]
+        faster = sum(r["optimized"]["cycles_total"] < r["stock"]["cycles_total"] for r in mine)
+        shares = [r["eqsat_seconds"] / r["optimized"]["lowering_seconds"] for r in mine if r["optimized"]["lowering_seconds"]]
+        lines.append(
+            f"- {target}: {len(mine)} models, {faster} faster, {len(slower)} slower{' (' + ', '.join(slower) + ')' if slower else ''}; "
+            f"summed inference cycles eqsat/stock = {eqsat / stock:.3f}; largest eqsat time share {100 * max(shares, default=0):.1f}%"
+        )
+    return "\n".join(lines) + "\n"
 
 
 def plot(rows: list[dict], out: Path) -> list[Path]:
-    """Bar charts: NPU cycles stock vs eqsat per model and target, and eqsat's share of lowering time."""
+    """Bar charts: inference cycles stock vs eqsat per model and target, and eqsat's share of lowering time."""
     written = []
     labels = [f"{r['model']}\n{r['target']}" for r in rows]
     positions = range(len(rows))
     figure, axes = plt.subplots(figsize=(max(6, 0.9 * len(rows)), 4.5))
-    axes.bar([p - 0.2 for p in positions], [r["stock"]["cycles_npu"] for r in rows], 0.4, label="stock")
-    axes.bar([p + 0.2 for p in positions], [r["optimized"]["cycles_npu"] for r in rows], 0.4, label="eqsat")
+    axes.bar([p - 0.2 for p in positions], [r["stock"]["cycles_total"] for r in rows], 0.4, label="stock")
+    axes.bar([p + 0.2 for p in positions], [r["optimized"]["cycles_total"] for r in rows], 0.4, label="eqsat")
     axes.set_xticks(list(positions), labels, rotation=60, ha="right", fontsize=7)
-    axes.set_ylabel("Vela cycles_npu (estimate)")
-    axes.set_title("NPU cycles per model and target, stock vs eqsat")
+    axes.set_yscale("log")
+    axes.set_ylabel("Vela cycles_total (inference estimate, log scale)")
+    axes.set_title("Inference cycles per model and target, stock vs eqsat")
     axes.legend()
     figure.tight_layout()
     written.append(out / "cycles.png")

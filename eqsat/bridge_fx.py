@@ -480,7 +480,7 @@ def _build_rule(table: str) -> tuple[str, str]:
     xs = [f"x{k}" for k in range(n)]
     refs = [f"(Node {x})" for x in xs]
     if op == "Transpose":
-        cols, body = ["x0", *xs[:0], *[f"p{k}" for k in range(n)]], f"(Transpose (Node x0) {_vec([f'p{k}' for k in range(n)])})"
+        cols, body = ["x0", *[f"p{k}" for k in range(n)]], f"(Transpose (Node x0) {_vec([f'p{k}' for k in range(n)])})"
     elif op == "Concat":
         cols, body = [*xs, "axis"], f"(Concat {_vec(refs)} axis)"
     elif op == "Slice":

@@ -82,7 +82,7 @@ def measure(lowered: lowering.Lowered, workdir: Path) -> Measurement:
         cycles_npu=sum(e.cycles_npu for e in estimates),
         cycles_total=sum(e.cycles_total for e in estimates),
         data_movement_cycles=sum(
-            layer.cycles_npu for e in estimates for layer in e.layers if layer.source_operator in DATA_MOVEMENT_OPERATORS
+            layer.cycles_total for e in estimates for layer in e.layers if layer.source_operator in DATA_MOVEMENT_OPERATORS
         ),
         tosa_ops=dict(sorted(ops.items())),
         lowering_seconds=lowered.seconds,

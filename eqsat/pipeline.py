@@ -57,6 +57,12 @@ class Options:
     extracted graph must save. Smaller savings are within the cost model's
     error: on the zoo, a predicted 0.08% saving was a 2.2% loss in Vela
     (unet-skip, U85), while every predicted saving above 0.1% was a real one.
+    verify: "vela" compiles each delegate's TOSA twice with the pinned Vela, as eqsat
+    rewrote it and as it was, and lowers the one with fewer `cycles_total`
+    (the report's `verification` says which, with both figures). It acts in
+    an installed pipeline (`install()`, `EqsatPass`), where the delegate's
+    TOSA exists; `optimize()` on a bare graph cannot verify. "none": trust
+    the cost model.
     iteration_limit, enode_limit, time_limit: the saturation budget
     (rules.Budget). The report's `stop_reason` names the limit that stopped
     saturation ("iteration limit", "e-node limit", "time limit") or says
@@ -72,6 +78,7 @@ class Options:
     extractor: str = "auto"
     merge_duplicates: bool = False
     min_saving: float = 0.001
+    verify: str = "none"
 
     @classmethod
     def from_kwargs(cls, **kwargs) -> Options:
@@ -82,6 +89,8 @@ class Options:
         options = cls(**kwargs)
         if not 0.0 <= options.min_saving < 1.0:
             raise ValueError(f"min_saving must be in [0, 1), not {options.min_saving!r}")
+        if options.verify not in ("none", "vela"):
+            raise ValueError(f"verify must be 'none' or 'vela', not {options.verify!r}")
         if options.accept not in ("cheaper", "always"):
             raise ValueError(f"accept must be 'cheaper' or 'always', not {options.accept!r}")
         rules.rulesets_named(options.rules)
@@ -201,9 +210,9 @@ def optimize(graph_module: fx.GraphModule, target: str = "ethos-u55-128", **opti
     check_target(target)
     parsed = Options.from_kwargs(**options)
     report = Report(target=target, fx_nodes_before=len(graph_module.graph.nodes), ops_before=op_counts(graph_module))
-    model = cost_models.cost_model_for(target)
-    report.cost_unit = model.unit
     try:
+        model = cost_models.cost_model_for(target)
+        report.cost_unit = model.unit
         with _tosa_lowering_context(target):
             with _phase(report, "load"):
                 loaded = bridge_fx.to_egraph(graph_module, merge_duplicates=parsed.merge_duplicates)

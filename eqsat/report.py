@@ -34,6 +34,9 @@ class Report:
     phase_seconds: dict[str, float] = field(default_factory=dict)
     changed: bool = False
     fallback: str | None = None
+    verification: dict | None = None
+    """With verify="vela": which graph the lowering kept ("eqsat" or "original") and Vela's
+    `cycles_total` for both (`eqsat.arm_pass`); None when nothing was verified."""
 
     def as_dict(self) -> dict:
         """The report as JSON-able data."""

@@ -6,7 +6,7 @@ graph with exactly the flags the Arm backend uses for the target, plus
 directory:
 
 - `<network>_summary_<system config>.csv`: one row with the network totals,
-  among them `cycles_npu` and `cycles_total`;
+  among them `cycles_npu` and `cycles_total` (the inference estimate);
 - `<network>_per-layer.csv`: one row per operation Vela scheduled, with the
   header `Original Operator,NNG Operator,Target,Staging Usage,Peak% (Staging),
   Op Cycles,Network% (cycles),NPU,SRAM AC,DRAM AC,OnFlash AC,OffFlash AC,
@@ -34,7 +34,8 @@ from pathlib import Path
 from eqsat.lowering import vela_flags
 
 _NETWORK = "network"
-_PER_LAYER_COLUMNS = ("Original Operator", "NNG Operator", "Target", "Op Cycles", "NPU", "Name")
+_ACCESS_COLUMNS = ("SRAM AC", "DRAM AC", "OnFlash AC", "OffFlash AC")
+_PER_LAYER_COLUMNS = ("Original Operator", "NNG Operator", "Target", "Op Cycles", "NPU", *_ACCESS_COLUMNS, "Name")
 _OPERATOR_COUNT = re.compile(r"^(CPU|NPU) operators = (\d+)", re.MULTILINE)
 
 
@@ -50,8 +51,10 @@ class LayerCycles:
     for operations Vela inserted itself). `operator` is the operation Vela
     runs; `source_operator` is the TOSA operator it came from, or None when
     Vela does not say. `cycles_npu` is the NPU estimate (column `NPU`);
-    `cycles_total` is the estimate once memory access is taken into account
-    (column `Op Cycles`).
+    `cycles_access` is the largest of its memory-access estimates (columns
+    `SRAM AC`, `DRAM AC`, `OnFlash AC`, `OffFlash AC`); `cycles_total` is
+    the estimate once memory access is taken into account (column
+    `Op Cycles`, the larger of the two).
     """
 
     name: str
@@ -59,6 +62,7 @@ class LayerCycles:
     source_operator: str | None
     cycles_npu: int
     cycles_total: int
+    cycles_access: int = 0
 
 
 @dataclass(frozen=True)
@@ -205,6 +209,7 @@ def _layer(row: dict[str, str]) -> LayerCycles:
         source_operator=None if source_operator == "N/A" else source_operator,
         cycles_npu=_cycles(row["NPU"]),
         cycles_total=_cycles(row["Op Cycles"]),
+        cycles_access=max(_cycles(row[column]) for column in _ACCESS_COLUMNS),
     )
 
 

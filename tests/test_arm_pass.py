@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import copy
+
 import pytest
 import torch
 
@@ -80,3 +82,29 @@ def test_keep_inputs_keeps_the_graph_the_pass_was_given():
     assert result.modified and op_counts(gm) == {}
     (kept,) = eqsat_pass.input_graphs
     assert op_counts(kept) == {"aten.permute_copy.default": 2}
+
+
+@pytest.mark.parametrize("target", ["ethos-u55-128", "ethos-u85-256"])
+def test_verify_vela_lowers_the_graph_vela_estimates_faster_and_reports_both(target, tmp_path):
+    from eqsat.validate import assert_lowerings_equivalent
+    from eqsat.vela import estimate
+
+    model, inputs = TwoBranchConcat().eval(), (torch.randn(1, 4, 8, 8, generator=torch.Generator().manual_seed(1)),)
+    exported = lowering.quantize(model, inputs, target)
+    stock = lowering.lower(copy.deepcopy(exported), target, workdir=tmp_path / "stock")
+    lowered, reports = lower_with_eqsat(target, tmp_path / "verified", verify="vela", accept="always")
+    (report,) = reports
+    assert report.verification is not None, "eqsat changed nothing: the check never ran"
+    figures = report.verification["vela_cycles_total"]
+    kept = report.verification["kept"]
+    assert kept == ("eqsat" if figures["eqsat"] < figures["original"] else "original")
+    assert report.changed == (kept == "eqsat") and report.phase_seconds["verify"] > 0
+    (tosa,) = lowered.tosa_flatbuffers
+    assert estimate(tosa, target).cycles_total == min(figures.values())
+    assert figures["original"] == estimate(stock.tosa_flatbuffers[0], target).cycles_total
+    assert_lowerings_equivalent(stock, lowered)
+
+
+def test_verify_is_checked_like_every_option():
+    with pytest.raises(ValueError, match="verify must be"):
+        eqsat.install(verify="tosa")

@@ -150,3 +150,32 @@ def test_a_saving_below_min_saving_keeps_the_original_graph():
 def test_min_saving_out_of_range_is_a_clear_error():
     with pytest.raises(ValueError, match="min_saving"):
         eqsat.optimize(permute_graph(), min_saving=1.5)
+
+
+def image_input_graph():
+    """A 3-channel 96x96 image transposed NCHW -> NHWC at the graph input: the rules can rank-lower the
+    transpose to (3, 9216) -> (9216, 3), which takes fewer NPU cycles and far more memory-access cycles."""
+    g = GraphBuilder()
+    x = g.input("x", (1, 3, 96, 96))
+    y = g.call(aten.permute_copy.default, x, [0, 2, 3, 1])
+    return g.output(g.call(aten.neg.default, y))
+
+
+def npu_only(model):
+    """The same calibration with its memory-access models dropped: what the optimizer believed before."""
+    stripped = pipeline.cost_models.vela_cost.VelaCalibratedCost(model.target)
+    stripped._models = {family: {k: v for k, v in m.items() if k != "access"} for family, m in model._models.items()}
+    return stripped
+
+
+def test_acceptance_rejects_a_rewrite_that_saves_npu_cycles_but_costs_inference_cycles(monkeypatch):
+    target = "ethos-u85-256"
+    gm = image_input_graph()
+    result, report = eqsat.optimize(gm, target=target)
+    assert any(name.startswith("transpose-merge-adjacent-dims") for name in report.rules_fired), report.rules_fired
+    assert result is gm and not report.changed
+
+    real = pipeline.cost_models.cost_model_for
+    monkeypatch.setattr(pipeline.cost_models, "cost_model_for", lambda t: npu_only(real(t)))
+    _, believed = eqsat.optimize(gm, target=target)
+    assert believed.changed, "without memory-access costs the rank-lowered transpose looks cheaper"

@@ -16,7 +16,7 @@ from benchmarks.zoo.emg_conv1d_stem import build_emg_conv1d_stem
 from benchmarks.zoo.emg_fusion import build_emg_fusion
 from benchmarks.zoo.emg_recurrent_decoder import build_emg_recurrent_decoder
 from benchmarks.zoo.fc_autoencoder import build_fc_autoencoder
-from benchmarks.zoo.mobilenet_v1_vww import build_mobilenet_v1_vww
+from benchmarks.zoo.mobilenet_v1_vww import build_mobilenet_v1_vww, build_mobilenet_v1_vww_96
 from benchmarks.zoo.mobilevit_attention import build_mobilevit_attention
 from benchmarks.zoo.resnet8 import build_resnet8
 from benchmarks.zoo.shufflenet_v2 import build_shufflenet_v2
@@ -81,6 +81,12 @@ _SPECS = (
         "mlperf-tiny",
         "MobileNetV1-0.25 visual wake words on 32x32 images",
         build_mobilenet_v1_vww,
+    ),
+    ModelSpec(
+        "mobilenet-v1-025-vww-96",
+        "mlperf-tiny",
+        "MobileNetV1-0.25 visual wake words on 96x96 images (the reference resolution)",
+        build_mobilenet_v1_vww_96,
     ),
     ModelSpec(
         "resnet8",

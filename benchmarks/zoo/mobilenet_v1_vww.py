@@ -61,3 +61,11 @@ def build_mobilenet_v1_vww() -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
     torch.manual_seed(0)
     model = MobileNetV1Vww().eval()
     return model, (torch.randn(1, 3, 32, 32),)
+
+
+def build_mobilenet_v1_vww_96() -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
+    """The same network at the VWW reference resolution: a 3-channel 96x96 image at the graph input,
+    whose NCHW -> NHWC transpose is memory-bound when its innermost dimension is 3."""
+    torch.manual_seed(0)
+    model = MobileNetV1Vww().eval()
+    return model, (torch.randn(1, 3, 96, 96),)

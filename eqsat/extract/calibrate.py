@@ -6,8 +6,8 @@ The cost model must predict what Vela will charge for a graph, and Vela's
 charges differ by target and by context (DESIGN §1). This module measures
 them: it builds small TOSA graphs with `tosa_serializer` (single ops, and the
 small contexts in which Vela fuses), compiles them with the pinned Vela for
-the target through `eqsat.vela.estimate`, attributes each layer's NPU cycles
-to the op it came from, and fits the per-family linear models that
+the target through `eqsat.vela.estimate`, attributes each layer's cycles
+(NPU, memory access and `Op Cycles`) to the op it came from, and fits the per-family linear models that
 `eqsat.extract.vela_cost.VelaCalibratedCost` evaluates.
 
 Overview
@@ -71,16 +71,23 @@ BATCH_SIZE = 8
 # ---------------------------------------------------------------- measuring
 
 
-def _attribute(layers, layouts: list[Layout]) -> list[dict[str, int]] | None:
-    """Cycles per sample and role, from Vela's per-layer list; None if a layer cannot be attributed."""
+MEASURES = {"npu": "cycles_npu", "access": "cycles_access", "total": "cycles_total"}
+"""What a sample records of each layer: Vela's NPU cycles, its memory-access cycles (the largest
+access column) and its `Op Cycles` (the larger of the two, what `cycles_total` adds up)."""
+
+
+def _attribute(layers, layouts: list[Layout], measure: str = "npu") -> list[dict[str, int]] | None:
+    """One measure's cycles per sample and role, from Vela's per-layer list; None if a layer cannot be attributed."""
+    column = MEASURES[measure]
     per_sample: list[dict[str, int]] = [{} for _ in layouts]
     pending = 0
     for layer in layers:
+        cycles = getattr(layer, column)
         match = re.match(r"s(\d+)_", layer.name)
         if match is None:
             if len(layouts) > 1 and not layer.name.startswith("#"):
                 return None  # e.g. a constant Vela rescaled ahead of time: whose is it?
-            pending += layer.cycles_npu
+            pending += cycles
             continue
         index = int(match.group(1))
         if index >= len(layouts):
@@ -90,9 +97,17 @@ def _attribute(layers, layouts: list[Layout]) -> list[dict[str, int]] | None:
             if len(layouts) > 1:
                 return None
             role = "unattributed"
-        per_sample[index][role] = per_sample[index].get(role, 0) + layer.cycles_npu + pending
+        per_sample[index][role] = per_sample[index].get(role, 0) + cycles + pending
         pending = 0
     return None if pending else per_sample
+
+
+def _attribute_all(layers, layouts: list[Layout]) -> list[dict[str, dict[str, int]]] | None:
+    """Every measure's cycles per sample and role ({measure: {role: cycles}}); None if a layer cannot be attributed."""
+    by_measure = {m: _attribute(layers, layouts, m) for m in MEASURES}
+    if any(v is None for v in by_measure.values()):
+        return None
+    return [{m: by_measure[m][i] for m in MEASURES} for i in range(len(layouts))]
 
 
 def _role_of(name: str, layout: Layout) -> str | None:
@@ -105,11 +120,15 @@ def _role_of(name: str, layout: Layout) -> str | None:
     return layout.consumer.get(stem) or layout.producer.get(stem)
 
 
-def _record(sample: Sample, target: str, version: str, status: str, roles: dict | None = None, error: str = "") -> dict:
+def _record(sample: Sample, target: str, version: str, status: str, measured: dict | None = None, error: str = "") -> dict:
+    """One cache line. `measured` is {measure: {role: cycles}}: `roles`/`cycles` hold the NPU cycles,
+    `roles_access`/`cycles_access` and `roles_total`/`cycles_total` the other measures."""
     record = {"key": sample.key, "kind": sample.kind, "params": sample.params, "split": sample.split, "target": target, "vela": version, "status": status}
-    if roles is not None:
-        record["roles"] = roles
-        record["cycles"] = sum(roles.values())
+    if measured is not None:
+        for measure, roles in measured.items():
+            suffix = "" if measure == "npu" else f"_{measure}"
+            record[f"roles{suffix}"] = roles
+            record[f"cycles{suffix}"] = sum(roles.values())
     if error:
         record["error"] = error[-300:]
     return record
@@ -123,7 +142,7 @@ def measure_batch(samples: list[Sample], target: str, version: str) -> list[dict
         graph, layouts = build_tosa(samples)
         try:
             result = estimate(graph, target)
-            attributed = _attribute(result.layers, layouts) if result.cpu_ops == 0 else None
+            attributed = _attribute_all(result.layers, layouts) if result.cpu_ops == 0 else None
         except VelaError:
             attributed = None
         if attributed is not None:
@@ -142,9 +161,13 @@ def measure_batch(samples: list[Sample], target: str, version: str) -> list[dict
         if result.cpu_ops:
             records.append(_record(sample, target, version, "cpu", error=f"{result.cpu_ops} operators on the CPU"))
             continue
-        attributed = _attribute(result.layers, layouts)
-        roles = attributed[0] if attributed is not None else {"op": result.cycles_npu}
-        records.append(_record(sample, target, version, "ok", roles))
+        attributed = _attribute_all(result.layers, layouts)
+        if attributed is not None:
+            measured = attributed[0]
+        else:
+            access = sum(layer.cycles_access for layer in result.layers)
+            measured = {"npu": {"op": result.cycles_npu}, "access": {"op": access}, "total": {"op": result.cycles_total}}
+        records.append(_record(sample, target, version, "ok", measured))
     return records
 
 
@@ -158,7 +181,7 @@ def load_cache(path: Path, version: str) -> dict[str, dict]:
             record = json.loads(line)
         except json.JSONDecodeError:
             continue
-        if record.get("vela") == version:
+        if record.get("vela") == version and (record.get("status") != "ok" or "cycles_total" in record):  # older lines lack the memory measures
             records[record["key"]] = record
     return records
 
@@ -196,7 +219,7 @@ def measure(samples: list[Sample], target: str, workdir: Path, *, jobs: int = 2,
 
 
 def lower_block(params: dict, target: str) -> dict:
-    """Lower one bundle of context blocks with eqsat installed (no rules); the nodes eqsat saw and Vela's cycles_npu."""
+    """Lower one bundle of context blocks with eqsat installed (no rules); the nodes eqsat saw and Vela's cycles per measure."""
     import tempfile
 
     import eqsat
@@ -223,7 +246,12 @@ def lower_block(params: dict, target: str) -> dict:
     finally:
         eqsat.uninstall()
         pipeline.original_cost = original
-    cycles = sum(vela.estimate(graph, target).cycles_npu for graph in lowered.tosa_flatbuffers)
+    estimates = [vela.estimate(graph, target) for graph in lowered.tosa_flatbuffers]
+    cycles = {
+        "npu": sum(e.cycles_npu for e in estimates),
+        "access": sum(layer.cycles_access for e in estimates for layer in e.layers),
+        "total": sum(e.cycles_total for e in estimates),
+    }
     return {"nodes": nodes, "cycles": cycles, "cpu_ops": lowered.cpu_ops}
 
 
@@ -245,7 +273,7 @@ def measure_block(samples: list[Sample], target: str, version: str) -> list[dict
         result = json.loads(out.read_text())
     if result["cpu_ops"]:
         return [_record(sample, target, version, "cpu", error=f"on the CPU: {result['cpu_ops']}")]
-    record = _record(sample, target, version, "ok", {"graph": result["cycles"]})
+    record = _record(sample, target, version, "ok", {m: {"graph": c} for m, c in result["cycles"].items()})
     record["nodes"] = result["nodes"]
     return [record]
 

@@ -12,19 +12,26 @@ so fitting and pricing always agree on families and features.
 Overview
 --------
 1. `observations` turns one measured sample into observations (family,
-   features, cycles). A sample gives the cycles of the whole graph, or, for a
-   context, the cycles of the role that the context is about. Some families
+   features, cycles) of one measure: Vela's NPU cycles, its memory-access
+   cycles (the largest access column of a layer) or its `Op Cycles` (the
+   larger of the two, what `cycles_total` adds up). A sample gives the
+   cycles of the whole graph, or, for a context, the cycles of the role that
+   the context is about. Some families
    only document:
    - `isolated/` families are ops measured alone that are priced in context
      (fused, folded, written in place);
    - `context/` families are what one context costs.
-2. `fit` fits every family by non-negative least squares on its form's
-   features (`form_of`). Each sample is weighted by 1/cycles, so small and
+2. `fit` fits every single-op family twice by non-negative least squares:
+   on the NPU cycles with its form's features (`form_of`), and on the
+   access cycles as the largest of one or more linear pieces
+   (`access_forms_of`, `fit_max_of_linear`); the cost model
+   prices an op as the larger of the two, as Vela does per layer.
+   Contexts are fitted on `Op Cycles`. Each sample is weighted by 1/cycles, so small and
    large shapes count alike. The UNWEIGHTED families average over contexts
    and are fitted unweighted.
 3. RESCALE, CLAMP and the int32 ADD/SUB/MUL are fitted jointly on whole
-   `module` graphs (`fit_jointly`): in those graphs, Vela's fusion decides
-   which op pays.
+   `module` graphs (`fit_jointly`), on their `Op Cycles`: in those graphs,
+   Vela's fusion decides which op pays.
 4. `quality` gives the fit quality (n, R², mean absolute % error).
    `transpose_feasibility` lists the large transposes that were probed and
    whether Vela ran each one.
@@ -61,12 +68,30 @@ FORMS = {
     "resize": ("one", "elements", "in_elements"),
 }
 DEFAULT_FORM = ("one", "elements", "rows")
+ACCESS_FEATURES = {"transpose": ("padded_out", "rows_out", "rows_in")}
+"""Features the access model of a family adds to its NPU form (a transpose's writes and reads)."""
+ACCESS_PIECES = {
+    # On Ethos-U85 a transpose pass that writes less than a 16-byte brick per position has access cycles
+    # that grow with its output plane times the plane's longer side: (3, 9216) -> (9216, 3) costs
+    # 3110400 access cycles (0.0366 per unit of that feature) and (3, 96, 96) -> (96, 96, 3) 43200
+    # (0.0488), while their NPU cycles are about 74000 each.
+    "transpose": (("narrow_hw_max",),),
+}
+"""Further linear pieces of a family's access model: it predicts the largest of its pieces."""
 
 
 def form_of(family: str, target: str) -> tuple[str, ...]:
-    """The features a family's model is fitted on (per target generation where they differ)."""
+    """The features a family's NPU model is fitted on (per target generation where they differ)."""
     kind = family.split("/", 1)[0]
     return FORMS.get(f"{vela_cost.target_family(target)}:{kind}", FORMS.get(kind, DEFAULT_FORM))
+
+
+def access_forms_of(family: str, target: str) -> list[tuple[str, ...]]:
+    """The features of each linear piece of a family's memory-access model (it predicts their maximum)."""
+    kind = family.split("/", 1)[0]
+    form = form_of(family, target)
+    first = form + tuple(f for f in ACCESS_FEATURES.get(kind, ()) if f not in form)
+    return [first, *ACCESS_PIECES.get(kind, ())]
 
 
 def _tt(shape, dtype: str) -> TensorType:
@@ -139,12 +164,19 @@ class Observation:
     key: str
 
 
-def observations(record: dict, target: str) -> list[Observation]:
-    """What one measured sample says about the model families (documentation-only families start with 'isolated/' or 'context/')."""
+def measured(record: dict, measure: str) -> tuple[dict, float]:
+    """A record's cycles of one measure ("npu", "access" or "total"): per role, and in all."""
+    suffix = "" if measure == "npu" else f"_{measure}"
+    return record[f"roles{suffix}"], float(record[f"cycles{suffix}"])
+
+
+def observations(record: dict, target: str, measure: str = "npu") -> list[Observation]:
+    """What one measured sample says about the model families, in one measure (documentation-only
+    families start with 'isolated/' or 'context/')."""
     if record["status"] != "ok":
         return []
     sample = Sample(record["kind"], record["params"], record["split"])
-    p, roles, total, key = sample.params, record["roles"], float(record["cycles"]), sample.key
+    (roles, total), p, key = measured(record, measure), sample.params, sample.key
     kind = sample.kind
     if kind == "rescale":
         shape = _tt(p["shape"], p["dest"])
@@ -201,6 +233,37 @@ def fit_family(observations_: list[Observation], form: tuple[str, ...], weighted
     else:
         coef, _ = nnls(x * weight[:, None], y * weight)
     return {"features": list(form), "coef": [float(c) for c in coef], **quality(x @ coef, y)}
+
+
+MAX_FIT_ROUNDS = 20
+
+
+def fit_max_of_linear(observations_: list[Observation], forms: list[tuple[str, ...]], weighted: bool = True) -> dict:
+    """Fit y = max over pieces k of (coef_k · features_k), each piece by NNLS on the samples it explains.
+
+    The first piece is fitted on all samples; the samples it underestimates by more than half seed
+    the other pieces; then each sample goes to the piece that predicts most for it, and the pieces
+    are refitted, until the assignment settles (at most MAX_FIT_ROUNDS rounds, deterministic).
+    """
+    if len(forms) == 1:
+        one = fit_family(observations_, forms[0], weighted)
+        return {"pieces": [{"features": one["features"], "coef": one["coef"]}], **{k: one[k] for k in ("n", "r2", "mape")}}
+    xs = [_matrix(observations_, form)[0] for form in forms]
+    y = _matrix(observations_, forms[0])[1]
+    first = np.array(fit_family(observations_, forms[0], weighted)["coef"])
+    assign = np.where(y > 2.0 * (xs[0] @ first), 1, 0)
+    for _ in range(MAX_FIT_ROUNDS):
+        coefs = []
+        for k, form in enumerate(forms):
+            mine = [o for o, a in zip(observations_, assign) if a == k]
+            coefs.append(np.array(fit_family(mine, form, weighted)["coef"]) if mine else np.zeros(len(form)))
+        predictions = np.array([x @ c for x, c in zip(xs, coefs)])
+        settled = np.argmax(predictions, axis=0)
+        if np.array_equal(settled, assign):
+            break
+        assign = settled
+    pieces = [{"features": list(form), "coef": [float(c) for c in coef]} for form, coef in zip(forms, coefs)]
+    return {"pieces": pieces, **quality(predictions.max(axis=0), y)}
 
 
 def quality(predicted: np.ndarray, measured: np.ndarray) -> dict:
@@ -266,7 +329,7 @@ def _predict(models: dict[str, dict], config: OpConfig) -> float:
     model = models.get(config.family) or models.get(config.family.split("/", 1)[0] + "/int8")
     if model is None:
         return 0.0
-    return sum(c * config.features.get(f, 0.0) for f, c in zip(model["features"], model["coef"]))
+    return vela_cost.op_cycles(model, config)
 
 
 JOINT_SHRINK = 0.05
@@ -286,7 +349,7 @@ def fit_jointly(records: list[dict], target: str, known: dict[str, dict]) -> dic
     configs = [graph_configs(r, target) for r in graphs]
     x = np.array([_joint_row(c, columns) for c in configs])
     offset = np.array([sum(_predict(known, k) for k in c if k.family not in JOINT_FORMS) for c in configs])
-    y = np.array([float(r["cycles"]) for r in graphs])
+    y = np.array([measured(r, "total")[1] for r in graphs])
     weight = 1.0 / np.maximum(y, 1.0)
     a, b = x * weight[:, None], np.maximum(y - offset, 0.0) * weight
     # Whole-graph totals do not say which of two ops that always occur together is the expensive one;
@@ -311,23 +374,50 @@ def fit_jointly(records: list[dict], target: str, known: dict[str, dict]) -> dic
     return models
 
 
-def fit(records: list[dict], target: str) -> dict[str, dict]:
-    """Fitted models by family, from the fit-split records."""
+def _by_family(records: list[dict], target: str, measure: str) -> dict[str, list[Observation]]:
     by_family: dict[str, list[Observation]] = {}
     for record in records:
         if record["split"] != "fit":
             continue
-        for o in observations(record, target):
+        for o in observations(record, target, measure):
             by_family.setdefault(o.family, []).append(o)
+    return by_family
+
+
+MIN_SINGLE_PASS = 20
+
+
+def _single_pass(observations_: list[Observation]) -> list[Observation]:
+    """The observations of ops that Vela ran as one pass, if there are MIN_SINGLE_PASS of them.
+
+    The cost model takes the larger of NPU and access cycles per pass; a sum over several passes
+    mixes passes bound by either, so only single passes show how access grows within one.
+    """
+    single = [o for o in observations_ if o.features.get("passes", 1.0) == 1.0]
+    return single if len(single) >= MIN_SINGLE_PASS else observations_
+
+
+def fit(records: list[dict], target: str) -> dict[str, dict]:
+    """Fitted models by family, from the fit-split records.
+
+    A single-op family gets an NPU model and, under "access", a memory-access model; contexts are the
+    mean `Op Cycles` of their role.
+    """
     models = {}
-    for family, obs in sorted(by_family.items()):
+    access = _by_family(records, target, "access")
+    for family, obs in sorted(_by_family(records, target, "npu").items()):
+        if family.startswith("context/"):
+            continue
+        weighted = not family.startswith(UNWEIGHTED)
+        models[family] = fit_family(obs, form_of(family, target), weighted)
+        if family in access:
+            models[family]["access"] = fit_max_of_linear(_single_pass(access[family]), access_forms_of(family, target), weighted)
+    for family, obs in sorted(_by_family(records, target, "total").items()):
         if family.startswith("context/"):
             y = np.array([o.cycles for o in obs])
             models[family] = {"features": ["one"], "coef": [float(y.mean())], "n": len(obs), "r2": None, "mape": None, "max": float(y.max())}
-            continue
-        models[family] = fit_family(obs, form_of(family, target), weighted=not family.startswith(UNWEIGHTED))
     models.update(fit_jointly(records, target, models))
-    return models
+    return dict(sorted(models.items()))
 
 
 def transpose_feasibility(records: list[dict]) -> dict[str, bool]:

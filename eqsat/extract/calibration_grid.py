@@ -147,6 +147,23 @@ def _grid(target: str, split: str, scale: float) -> list[Sample]:
             add(kind, shape=shape, axis=rng.choice((1, 2, 3, 3)))
     for _ in range(n(6)):
         add("resize", shape=_nhwc(rng, high=8192))
+    for _ in range(n(48)):  # transposes that write a small innermost dimension (1-8): memory-bound on both generations
+        rank = rng.choice((2, 3, 3, 4, 4, 5, 6))
+        shape = _shape(rng, rank, low=256, high=49152, dims=(1, 2, 3, 4, 5, 8, 12, 16, 24, 32, 48, 64, 96, 128))
+        small = [a for a in range(rank) if shape[a] <= 8]
+        if not small:
+            small = [rng.randrange(rank)]
+            shape[small[0]] = rng.choice((2, 3, 4, 8))
+        last = rng.choice(small)
+        rest = [a for a in range(rank) if a != last]
+        rng.shuffle(rest)
+        if rest + [last] == list(range(rank)) and rank > 1:
+            rest = rest[1:] + rest[:1]
+        add("transpose", shape=shape, perm=rest + [last], dtype=_dtype(rng, ("int8", "int8", "int16")))
+    for _ in range(n(8)):  # an image at the graph input (NCHW -> NHWC) or output (NHWC -> NCHW), and its rank-lowered forms
+        h, w, c = rng.choice((32, 48, 64, 96, 112)), rng.choice((32, 48, 64, 96, 112)), rng.choice((1, 2, 3, 4))
+        for shape, perm in (([1, c, h, w], [0, 2, 3, 1]), ([c, h * w], [1, 0]), ([c, h, w], [1, 2, 0]), ([1, h, w, c], [0, 3, 1, 2]), ([h * w, c], [1, 0]), ([h, w, c], [2, 0, 1])):
+            add("transpose", shape=shape, perm=perm, dtype="int8")
     return samples
 
 

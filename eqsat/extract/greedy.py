@@ -1,4 +1,4 @@
-"""Greedy DAG-aware extraction over the serialized e-graph.
+"""Greedy DAG-aware extraction over the e-graph's candidate terms (eqsat.extract.egraph_view).
 
 A bottom-up pass (Knuth's generalisation of Dijkstra) gives every e-class its
 cheapest term, where a term costs its own cost plus an amortised share of its

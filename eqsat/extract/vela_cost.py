@@ -1,4 +1,4 @@
-"""The Vela-calibrated cost model: estimated NPU cycles per e-node, per target.
+"""The Vela-calibrated cost model: estimated inference cycles per e-node, per target.
 
 Motivation
 ----------
@@ -12,9 +12,18 @@ Overview
 --------
 `eqsat calibrate` (eqsat/extract/calibrate.py) compiles micro-benchmark TOSA
 graphs with the pinned Vela and fits, per *family* of op configurations
-(`transpose/int8`, `concat/int16`, `binary/ADD`, `conv2d`, ...), a linear
-model `cycles = sum(coef[i] * feature[i])` over a few features of the
-configuration (elements, rows, number of 3D swaps Vela needs, MACs, ...).
+(`transpose/int8`, `concat/int16`, `binary/ADD`, `conv2d`, ...), two linear
+models `cycles = sum(coef[i] * feature[i])` over a few features of the
+configuration (elements, rows, number of 3D swaps Vela needs, MACs, ...):
+one of Vela's NPU cycles, one of its memory-access cycles (the largest of
+`SRAM AC`, `DRAM AC`, `OnFlash AC`, `OffFlash AC`). An op costs the larger
+of the two (`op_cycles`), as each of Vela's layers costs `Op Cycles`, the
+larger of its NPU and access cycles; the sum over a graph is the model of
+Vela's `cycles_total`, the inference estimate. A transpose is priced pass
+by pass: a pass that writes a small innermost dimension is memory-bound
+(a (3, 9216) -> (9216, 3) transpose on Ethos-U85: 73816 NPU cycles,
+3110400 access cycles), while the same data moved as (3, 96, 96) ->
+(96, 96, 3) is bound by its 73997 NPU cycles.
 The fitted coefficients live in eqsat/extract/calibration/<target>.json;
 `VelaCalibratedCost(target)` reads them and prices a `Term` from its output
 and operand types alone. `op_config` is the single place that turns a term
@@ -118,7 +127,8 @@ from pathlib import Path
 from eqsat.bridge_fx import TensorType, Term
 
 CALIBRATION_DIR = Path(__file__).parent / "calibration"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+"""2: a family carries an "access" model beside its NPU model, and contexts and joint families are in `Op Cycles`."""
 MAX_TOSA_RANK = 6
 U55_TRANSPOSE_MAX_PRODUCT = 2**16
 """DecomposePermuteForU55Pass._MAX_PRODUCT: below it every U55 transpose runs."""
@@ -130,6 +140,10 @@ def calibration_path(target: str) -> Path:
 
 def has_calibration(target: str) -> bool:
     return calibration_path(target).exists()
+
+
+def calibrated_targets() -> list[str]:
+    return sorted(path.stem for path in CALIBRATION_DIR.glob("*.json"))
 
 
 def calibration_digest(target: str) -> str:
@@ -265,6 +279,8 @@ class OpConfig:
     features: dict[str, float] = field(default_factory=dict)
     fixed: float | None = None
     transpose: tuple | None = None
+    passes: tuple[dict[str, float], ...] = ()
+    """The features of each of Vela's passes for this op, when it runs as several (a transpose); they add up to `features`."""
 
 
 ACCUMULATOR_MOVES = frozenset({"Transpose", "Concat", "Slice", "Reshape"})
@@ -315,6 +331,10 @@ def _basic(t: TensorType | None) -> dict[str, float]:
     return {"one": 1.0, "elements": n, "rows": rows(t), "batched_elements": n if is_batched(t) else 0.0}
 
 
+def _bytes(t: TensorType | None) -> int:
+    return {"int8": 1, "int16": 2, "int32": 4}.get(dtype_name(t), 1)
+
+
 def _ceil_to(value: int, multiple: int) -> int:
     return -(-value // multiple) * multiple
 
@@ -326,22 +346,32 @@ def _transpose_config(x: TensorType | None, out: TensorType | None, perm: tuple[
         return INFEASIBLE
     if is_noop_transpose(x.shape, perm):
         return FREE
-    passes = transpose_passes(x.shape, perm, family)
     n = float(elements(x))
-    features = {"one": 1.0, "passes": float(len(passes)), "moved": n * len(passes), "elements": n}
-    for shape3, perm3 in passes:
+    passes = []
+    for i, (shape3, perm3) in enumerate(transpose_passes(x.shape, perm, family)):
         out3 = [shape3[p] for p in perm3]
         kind = "".join(map(str, perm3))
-        for name, value in (
-            (f"moved_{kind}", n),  # elements a pass of this kind moves
-            (f"rows_{kind}", n / max(1, shape3[2])),  # innermost vectors it reads
-            ("rows_in", n / max(1, shape3[2])),
-            ("rows_out", n / max(1, out3[2])),
-            ("padded_in", n / max(1, shape3[2]) * _ceil_to(shape3[2], 16)),  # brick-aligned reads
-            ("padded_out", n / max(1, out3[2]) * _ceil_to(out3[2], 16)),  # brick-aligned writes
-        ):
+        passes.append(
+            {
+                "one": 1.0 if i == 0 else 0.0,
+                "passes": 1.0,
+                "moved": n,
+                "elements": n if i == 0 else 0.0,
+                f"moved_{kind}": n,  # elements a pass of this kind moves
+                f"rows_{kind}": n / max(1, shape3[2]),  # innermost vectors it reads
+                "rows_in": n / max(1, shape3[2]),
+                "rows_out": n / max(1, out3[2]),
+                "padded_in": n / max(1, shape3[2]) * _ceil_to(shape3[2], 16),  # brick-aligned reads
+                "padded_out": n / max(1, out3[2]) * _ceil_to(out3[2], 16),  # brick-aligned writes
+                # a write narrower than a 16-byte brick: the output plane times its longer side
+                "narrow_hw_max": float(out3[0] * out3[1] * max(out3[0], out3[1])) if out3[2] * _bytes(x) < 16 else 0.0,
+            }
+        )
+    features: dict[str, float] = {}
+    for part in passes:
+        for name, value in part.items():
             features[name] = features.get(name, 0.0) + value
-    return OpConfig(f"transpose/{dtype_name(x)}", features, transpose=(tuple(x.shape), tuple(perm), dtype_name(x)))
+    return OpConfig(f"transpose/{dtype_name(x)}", features, transpose=(tuple(x.shape), tuple(perm), dtype_name(x)), passes=tuple(passes))
 
 
 def _concat_config(out: TensorType | None, args: list[TensorType | None]) -> OpConfig:
@@ -455,9 +485,26 @@ def vela_version() -> str:
     return version("ethos-u-vela")
 
 
+def _linear(model: dict, features: dict[str, float]) -> float:
+    return sum(c * features.get(f, 0.0) for f, c in zip(model["features"], model["coef"]))
+
+
+def npu_and_access(model: dict, config: OpConfig) -> list[tuple[float, float]]:
+    """Per pass of config, a family's fitted (NPU cycles, memory-access cycles); the access model is
+    the largest of its linear pieces, and 0 for families fitted on `Op Cycles` alone."""
+    pieces = model["access"]["pieces"] if "access" in model else []
+    return [(_linear(model, part), max((_linear(p, part) for p in pieces), default=0.0)) for part in config.passes or (config.features,)]
+
+
+def op_cycles(model: dict, config: OpConfig) -> float:
+    """What a family's fitted model charges for config: per pass, the larger of its NPU and
+    memory-access estimates (Vela's `Op Cycles`), summed over the op's passes."""
+    return max(0.0, sum(max(npu, access) for npu, access in npu_and_access(model, config)))
+
+
 @dataclass
 class VelaCalibratedCost:
-    """Estimated NPU cycles of one e-node on target, from target's Vela calibration file.
+    """Estimated inference cycles of one e-node on target, from target's Vela calibration file.
 
     See the module docstring for how each op is priced and what the model
     does not see. `probe_vela`: compile U55 transposes outside the Arm
@@ -478,7 +525,7 @@ class VelaCalibratedCost:
             raise ValueError(f"{path}: calibration format {self.data.get('format_version')}, expected {FORMAT_VERSION}")
         if self.data["target"] != self.target:
             raise ValueError(f"{path} calibrates {self.data['target']}, not {self.target}")
-        self.unit = f"estimated NPU cycles (Vela {self.data['vela_version']} calibration)"
+        self.unit = f"estimated inference cycles (Vela {self.data['vela_version']} cycles_total calibration)"
         self._models = self.data["models"]
         self._feasibility = {_feasibility_key(*json.loads(k)): v for k, v in self.data.get("transpose_feasibility", {}).items()}
 
@@ -499,14 +546,14 @@ class VelaCalibratedCost:
         model = self._models.get(f"isolated/slice/{dtype_name(tensor)}") or self._models.get("isolated/slice/int8")
         if model is None:
             return float(elements(tensor))
-        return max(0.0, sum(c * _basic(tensor).get(f, 0.0) for f, c in zip(model["features"], model["coef"])))
+        return op_cycles(model, OpConfig("isolated/slice", _basic(tensor)))
 
     def standalone_rescale(self, accumulator: TensorType | None) -> float:
         """What an int32 -> int8 RESCALE of accumulator costs when Vela cannot fuse it into its producer (measured alone)."""
         model = self._models.get("isolated/rescale/int32->int8")
         if model is None:
             return 0.0
-        return max(0.0, sum(c * _basic(accumulator).get(f, 0.0) for f, c in zip(model["features"], model["coef"])))
+        return op_cycles(model, OpConfig("isolated/rescale", _basic(accumulator)))
 
     def cost_of(self, config: OpConfig) -> float:
         if config.fixed is not None:
@@ -516,13 +563,22 @@ class VelaCalibratedCost:
         model = self._model_for(config.family)
         if model is None:
             return float(config.features.get("elements", 1.0))
-        value = sum(c * config.features.get(f, 0.0) for f, c in zip(model["features"], model["coef"]))
+        value = op_cycles(model, config)
         extra = config.features.get("with_input_rescales", 0.0)
         if extra:
             rescale = self._model_for("rescale_in/int8")
             if rescale is not None:
-                value += extra * sum(c * config.features.get(f, 0.0) for f, c in zip(rescale["features"], rescale["coef"]))
-        return max(0.0, value)
+                value += extra * op_cycles(rescale, config)
+        return value
+
+    def is_memory_bound(self, term: Term, out: TensorType | None, args: list[TensorType | None]) -> bool:
+        """Whether the model prices term by its memory access rather than its NPU cycles (in most of its cycles)."""
+        config = op_config(term, out, args, self.target)
+        model = self._model_for(config.family) if config.fixed is None else None
+        if model is None:
+            return False
+        passes = npu_and_access(model, config)
+        return sum(a for n, a in passes if a > n) > sum(n for n, a in passes if a <= n)
 
     def _model_for(self, family: str) -> dict | None:
         """The fitted model of family, else of the same op for int8, else the CLAMP proxy."""

@@ -57,11 +57,6 @@ def starts_inside(begin: i64, offset: i64, extent: i64) -> list[Fact]:
     return [offset <= begin, begin < offset + extent]
 
 
-def ends_inside(end: i64, offset: i64, extent: i64) -> list[Fact]:
-    """The last element end - 1 is in the input [offset, offset + extent)."""
-    return [offset < end, end <= offset + extent]
-
-
 def adjacent_along(axis: i64, start_a: Vec[i64], size_a: Vec[i64], start_b: Vec[i64], size_b: Vec[i64]) -> list[Fact]:
     """Box b starts where box a ends along axis, and the two boxes are the same on every other dim."""
     return [

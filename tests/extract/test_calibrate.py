@@ -60,8 +60,14 @@ def test_a_second_run_resumes_from_the_cache_without_vela(round_trip, monkeypatc
 
 def test_torn_cache_lines_are_skipped(tmp_path):
     cache = tmp_path / "samples.jsonl"
-    cache.write_text('{"key": "a", "vela": "%s", "status": "ok"}\n{"key": "b", "ve' % vela_version())
+    cache.write_text('{"key": "a", "vela": "%s", "status": "ok", "cycles_total": 1}\n{"key": "b", "ve' % vela_version())
     assert list(calibrate.load_cache(cache, vela_version())) == ["a"]
+
+
+def test_cache_lines_without_the_memory_measures_are_measured_again(tmp_path):
+    cache = tmp_path / "samples.jsonl"
+    cache.write_text('{"key": "a", "vela": "%s", "status": "ok", "cycles": 5}\n' % vela_version())
+    assert calibrate.load_cache(cache, vela_version()) == {}
 
 
 def test_layers_are_attributed_to_the_sample_and_op_that_caused_them():

@@ -5,7 +5,7 @@ import tosa_serializer as ts
 
 from eqsat.bridge_fx import TensorType, Term
 from eqsat.extract.calibration_graphs import _attr, _clamp, _Graph
-from eqsat.extract.cost import ElementTrafficCost, reshape_copies, term_costs
+from eqsat.extract.cost import reshape_copies, term_costs
 from eqsat.extract.vela_cost import VelaCalibratedCost
 from eqsat.vela import estimate
 
@@ -49,11 +49,6 @@ def test_a_reshape_read_twice_is_free_unless_a_reader_is_a_reshape(model):
     assert copies(graph, ["b", "r"], model) == 0
     graph["s"] = reshape("r")
     assert copies(graph, ["b", "s"], model) == pytest.approx(model.memory_copy(TYPE))
-
-
-def test_the_uncalibrated_model_prices_a_copy_by_elements():
-    graph = {"x": leaf("x"), "r": reshape("x"), "b": unary("CLAMP#2", "r")}
-    assert copies(graph, ["b", "x"], ElementTrafficCost("ethos-u55-32")) == 1 + 64 * 32
 
 
 def test_a_reshape_of_a_reshape_is_folded_even_with_fan_out(model):

@@ -1,12 +1,13 @@
-"""VelaCalibratedCost prices terms in estimated NPU cycles from the committed calibration data."""
+"""VelaCalibratedCost prices terms in estimated inference cycles (Vela's cycles_total) from the committed calibration data."""
 
 import json
 import math
 
 import pytest
+import torch
 
 from eqsat.bridge_fx import TensorType, Term
-from eqsat.extract.cost import ElementTrafficCost, cost_model_for
+from eqsat.extract.cost import UncalibratedTargetError, cost_model_for
 from eqsat.extract.vela_cost import VelaCalibratedCost, calibration_path, has_calibration, vela_version
 
 TARGETS = ["ethos-u55-128", "ethos-u85-256"]
@@ -35,7 +36,7 @@ def test_every_default_target_is_calibrated_with_the_pinned_vela():
 
 
 def test_unit_names_the_vela_version(model):
-    assert model.unit == f"estimated NPU cycles (Vela {vela_version()} calibration)"
+    assert model.unit == f"estimated inference cycles (Vela {vela_version()} cycles_total calibration)"
 
 
 def test_reshape_is_free(model):
@@ -88,9 +89,24 @@ def test_cost_model_for_uses_the_calibration_where_there_is_one():
     assert isinstance(cost_model_for("ethos-u85-256"), VelaCalibratedCost)
 
 
-def test_cost_model_for_falls_back_for_an_uncalibrated_target():
+def test_an_uncalibrated_target_is_refused_with_the_command_that_calibrates_it():
     assert not has_calibration("ethos-u55-32")
-    assert isinstance(cost_model_for("ethos-u55-32"), ElementTrafficCost)
+    with pytest.raises(UncalibratedTargetError, match="eqsat calibrate --target ethos-u55-32"):
+        cost_model_for("ethos-u55-32")
+
+
+def test_the_pass_refuses_an_uncalibrated_target_at_install_and_falls_back_inside_a_lowering():
+    import eqsat
+    from tests.graphs import GraphBuilder
+
+    with pytest.raises(UncalibratedTargetError):
+        eqsat.EqsatPass("ethos-u85-512")
+    g = GraphBuilder()
+    x = g.input("x", (1, 2, 3, 4))
+    gm = g.output(g.call(torch.ops.aten.permute_copy.default, x, [0, 2, 3, 1]))
+    with pytest.warns(RuntimeWarning, match="eqsat calibrate --target ethos-u85-512"):
+        result, report = eqsat.optimize(gm, target="ethos-u85-512")
+    assert result is gm and "eqsat calibrate --target ethos-u85-512" in report.fallback
 
 
 @pytest.mark.parametrize("op", ["Transpose", "Reshape"])
@@ -143,3 +159,40 @@ def test_a_table_term_costs_what_the_opaque_table_it_was_read_as_cost(model, dty
     opaque = Term("Opaque", (0, 1), ("tosa.TABLE.default#4",))
     table = Term("Table", (0, 1), ("tosa.TABLE.default#4",))
     assert model.cost(table, tt([1, 8, 8, 16], out_dtype), args) == model.cost(opaque, tt([1, 8, 8, 16], out_dtype), args) > 0
+
+
+def vela_layers(shape, perm, target):
+    from eqsat.extract.calibration_graphs import Sample, build_tosa
+    from eqsat.vela import estimate
+
+    graph, _ = build_tosa([Sample("transpose", {"shape": list(shape), "perm": list(perm), "dtype": "int8"})])
+    return estimate(graph, target)
+
+
+IMAGE_INPUT_TRANSPOSES = [((1, 3, 96, 96), (0, 2, 3, 1)), ((3, 9216), (1, 0)), ((3, 96, 96), (1, 2, 0))]
+"""A 3-channel image's NCHW -> NHWC transpose at the graph input, and its rank-lowered forms."""
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_an_image_input_transpose_and_its_rank_lowered_forms_are_ranked_as_vela_ranks_them(target):
+    """Every pair whose cycles_total Vela tells apart by more than a quarter is ordered the same way."""
+    model = VelaCalibratedCost(target)
+    forms = IMAGE_INPUT_TRANSPOSES
+    vela = [vela_layers(shape, perm, target).cycles_total for shape, perm in forms]
+    priced = [model.cost(*transpose(shape, perm)) for shape, perm in forms]
+    for i in range(len(forms)):
+        for j in range(len(forms)):
+            if vela[i] > 1.25 * vela[j]:
+                assert priced[i] > priced[j], (forms[i], forms[j], vela, priced)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize(
+    "shape, perm",
+    [((3, 1024), (1, 0)), ((4, 2048), (1, 0)), ((1, 16, 16, 32), (0, 3, 1, 2)), ((32, 32, 32), (1, 2, 0)), ((2, 16, 32, 8), (0, 2, 3, 1))],
+)
+def test_a_transpose_is_priced_memory_bound_where_vela_says_so(target, shape, perm):
+    estimate = vela_layers(shape, perm, target)
+    access, npu = sum(layer.cycles_access for layer in estimate.layers), estimate.cycles_npu
+    assert max(access, npu) > 1.25 * min(access, npu), f"a case Vela does not tell apart: NPU {npu}, access {access}"
+    assert VelaCalibratedCost(target).is_memory_bound(*transpose(shape, perm)) == (access > npu)

@@ -75,7 +75,7 @@ def test_transpose_moves_through_a_unary_op_and_cancels():
     assert any(term.op == "Elementwise" and term.args == (s.class_of(x),) for term in s.terms_of(back))
 
 
-def test_transpose_does_not_move_through_a_binary_op():
+def test_the_unary_law_does_not_take_a_binary_op_for_unary():
     g = GraphBuilder()
     x, y = g.input("x", (1, 2, 3, 4)), g.input("y", (1, 3, 4, 2))
     summed = g.call(aten.add.Tensor, g.call(permute, x, [0, 2, 3, 1]), y)
