@@ -14,7 +14,7 @@ from executorch.backends.arm.tosa.specification import TosaLoweringContext
 
 import eqsat
 from benchmarks.scale import synthetic_graph
-from eqsat import bridge_fx, fuzz, rules
+from eqsat import bridge_fx, fuzz, pipeline, rules
 from eqsat.extract.egraph_view import EGraphView
 from eqsat.fuzz import GraphSpec, Step
 from eqsat.rules import _program
@@ -176,47 +176,67 @@ def test_memory_limit_stops_saturation_between_iterations_and_the_best_graph_fou
     assert_bit_exact(original, optimized)
 
 
-def never_ending_iteration(runner, ruleset, *, saturate=False):
-    """An egglog iteration that takes long (if the deadline did not stop it, the pass would still finish)."""
-    time.sleep(20)
-    return REAL_RUN(runner, ruleset, saturate=saturate)
+def slow_saturation(seconds: float):
+    """rules.saturate, whose last iteration takes `seconds` longer (as one egglog iteration can)."""
+    real = rules.saturate
+
+    def saturate(*args, **kwargs):
+        result = real(*args, **kwargs)
+        time.sleep(seconds)
+        return result
+
+    return saturate
 
 
-REAL_RUN = _program.CompiledRunner.run
-
-
-def test_an_iteration_that_outlasts_the_time_limit_is_killed_and_the_graph_comes_back_untouched(monkeypatch):
-    # Saturation may start iterations for 1 s; the first one never ends (for the test: takes 20 s).
-    monkeypatch.setattr(_program.CompiledRunner, "run", never_ending_iteration)
+def test_a_saturation_that_outlasts_the_time_limit_is_killed_and_the_graph_comes_back_untouched(monkeypatch):
+    # Unkilled, the pass would take 20 s and return a rewritten graph.
+    monkeypatch.setattr(rules, "saturate", slow_saturation(20))
     with pytest.warns(RuntimeWarning, match="time limit"):
-        original, optimized, report = optimize_chain(time_limit=2.0)
+        original, optimized, report = optimize_chain(time_limit=0.5)
     assert optimized is original and not report.changed
     assert report.stop_reason == "time limit" and report.fallback.startswith("BudgetExceeded: time limit")
+    assert "worker was stopped at the pass's deadline" in report.fallback
 
 
-def slow(function, seconds: float):
-    def slowed(*args, **kwargs):
-        time.sleep(seconds)
-        return function(*args, **kwargs)
+class JumpingClock:
+    """The pipeline's clock (`time`), jumped one second forward by each call of a function it wraps."""
 
-    return slowed
+    def __init__(self) -> None:
+        self.offset = 0.0
+
+    def monotonic(self) -> float:
+        return time.monotonic() + self.offset
+
+    def perf_counter(self) -> float:
+        return time.perf_counter()
+
+    def jumping(self, function):
+        def jumped(*args, **kwargs):
+            self.offset += 1.0
+            return function(*args, **kwargs)
+
+        return jumped
 
 
 def test_loading_gives_up_at_the_deadline(monkeypatch):
-    monkeypatch.setattr(bridge_fx, "read_node", slow(bridge_fx.read_node, 0.05))  # 3 s for the chain's 62 nodes
+    clock = JumpingClock()
+    monkeypatch.setattr(pipeline, "time", clock)
+    monkeypatch.setattr(bridge_fx, "read_node", clock.jumping(bridge_fx.read_node))  # 62 s for the chain's 62 nodes
     with pytest.warns(RuntimeWarning, match="time limit"):
-        original, optimized, report = optimize_chain(time_limit=0.5)
+        original, optimized, report = optimize_chain(time_limit=5.0)
     assert optimized is original and report.stop_reason == "time limit"
-    assert report.fallback.startswith("BudgetExceeded: time limit") and "saturate" not in report.phase_seconds
+    assert report.fallback.startswith("BudgetExceeded: time limit: the pass ran past") and "worker" not in report.phase_seconds
 
 
 def test_write_back_gives_up_at_the_deadline(monkeypatch):
-    # The search (about 1.5 s) ends before the deadline (3.5 s); writing back about 40 nodes at 0.2 s each does not.
-    monkeypatch.setattr(bridge_fx._Emitter, "_emit_one", slow(bridge_fx._Emitter._emit_one, 0.2))
+    # The worker forked with the clock at 0 s; writing back then takes a second per node.
+    clock = JumpingClock()
+    monkeypatch.setattr(pipeline, "time", clock)
+    monkeypatch.setattr(bridge_fx._Emitter, "_emit_one", clock.jumping(bridge_fx._Emitter._emit_one))
     with pytest.warns(RuntimeWarning, match="time limit"):
-        original, optimized, report = optimize_chain(time_limit=3.0)
-    assert optimized is original and not report.changed
-    assert report.stop_reason == "time limit" and report.fallback.startswith("BudgetExceeded: time limit")
+        original, optimized, report = optimize_chain(time_limit=5.0)
+    assert optimized is original and not report.changed and "write_back" in report.phase_seconds
+    assert report.stop_reason == "time limit" and report.fallback.startswith("BudgetExceeded: time limit: the pass ran past")
 
 
 def test_a_rust_panic_in_the_worker_is_a_fallback_and_strict_mode_raises_it(monkeypatch):
