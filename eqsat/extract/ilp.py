@@ -31,8 +31,8 @@ from eqsat.bridge_fx import Term
 from eqsat.extract.greedy import Selection, TermCost, reachable, reachable_candidates
 
 
-NODE_LIMIT = 1000
-"""Branch-and-bound nodes HiGHS may explore."""
+NODE_LIMIT = 100
+"""Branch-and-bound nodes HiGHS may explore (the caller also caps the problem's size, see eqsat.extract)."""
 
 
 @dataclass(frozen=True)
