@@ -27,6 +27,7 @@ five, on this 2-core machine) and 0.3 s on the 20,000-node scale graph
 
 from __future__ import annotations
 
+import dataclasses
 import gc
 import logging
 import os
@@ -287,7 +288,7 @@ def search(loaded: bridge_fx.Loaded, model: cost_models.CostModel, options: Opti
             raise
         if isinstance(error, MemoryError):
             error = BudgetExceeded("memory limit", f"the optimizer ran out of memory ({_memory_detail(options)})")
-        found = Search(error=error.with_traceback(None))
+        found = Search(error=error)
     else:
         found = Search(selection=selection, class_of_node=class_of_node)
     found.report = {name: getattr(report, name) for name in SEARCH_FIELDS} | {"phase_seconds": report.phase_seconds}
@@ -297,8 +298,7 @@ def search(loaded: bridge_fx.Loaded, model: cost_models.CostModel, options: Opti
 def _search(
     loaded: bridge_fx.Loaded, model: cost_models.CostModel, options: Options, deadlines: Deadlines, report: Report
 ) -> tuple[dict[str, bridge_fx.Term], list[str]]:
-    budget = options.budget
-    budget = rules.Budget(budget.iterations, budget.enodes, deadlines.share(SATURATION_SHARE), budget.memory)
+    budget = dataclasses.replace(options.budget, seconds=deadlines.share(SATURATION_SHARE))
     with _phase(report, "saturate"):
         saturation = rules.saturate(loaded.egraph, budget, rules.rulesets_named(options.rules))
     report.iterations, report.stop_reason = saturation.iterations, saturation.stop_reason
@@ -399,12 +399,12 @@ def _worker_main(work: Callable[[], Search], write_end: int, memory_limit: int |
             cap = size + memory_limit if hard == resource.RLIM_INFINITY else min(hard, size + memory_limit)
             resource.setrlimit(resource.RLIMIT_AS, (cap, hard))
         found = work()
-        try:
-            data = pickle.dumps(found, protocol=pickle.HIGHEST_PROTOCOL)
-            pickle.loads(data)
-        except Exception:  # noqa: BLE001 - an error that does not survive pickling is sent as text
-            found.error = EqsatError(f"{type(found.error).__name__}: {found.error}")
-            data = pickle.dumps(found, protocol=pickle.HIGHEST_PROTOCOL)
+        if found.error is not None:
+            try:
+                pickle.loads(pickle.dumps(found.error))
+            except Exception:  # noqa: BLE001 - an error that does not survive pickling (pyo3's PanicException) is sent as text
+                found.error = EqsatError(f"{type(found.error).__name__}: {found.error}")
+        data = pickle.dumps(found, protocol=pickle.HIGHEST_PROTOCOL)
         view = memoryview(data)
         while view:
             view = view[os.write(write_end, view) :]
