@@ -154,6 +154,21 @@ def test_a_graph_that_outgrows_the_memory_limit_comes_back_untouched_and_the_cal
 TEST_PROCESS = os.getpid()
 
 
+def test_python_running_out_of_memory_in_the_worker_is_the_memory_limit_too(monkeypatch):
+    # Extraction holds the e-graph as Python objects: there the cap raises MemoryError instead of aborting.
+    real_extract = pipeline.extract
+
+    def greedy_extract(*args, **kwargs):
+        hoard = bytearray(512 * 2**20)  # more than the 100 MiB the worker may grow by
+        return real_extract(*args, **kwargs) if hoard else None
+
+    monkeypatch.setattr(pipeline, "extract", greedy_extract)
+    with pytest.warns(RuntimeWarning, match="memory limit"):
+        original, optimized, report = optimize_chain(memory_limit_mb=100)
+    assert optimized is original and report.stop_reason == "memory limit"
+    assert report.fallback.startswith("BudgetExceeded: memory limit: the optimizer ran out of memory")
+
+
 class GrowingAddressSpace:
     """rules.address_space as if every reading found the process 25 MiB larger."""
 
