@@ -813,12 +813,15 @@ def to_fx(
     `selection` maps each needed e-class to its chosen term (args are e-class
     ids); `class_of_node[i]` is the e-class of `Node(i)`. Placeholders are all
     kept, in their original order, because the program signature names them.
-    checkpoint: called every CHECKPOINT_EVERY nodes written and at the end; it
-    may raise to abandon the write-back (the pass's deadline).
+    checkpoint: called every CHECKPOINT_EVERY nodes written and before FX
+    finishes the graph (dead-code elimination, lint, code generation); it may
+    raise to abandon the write-back (the pass's deadline).
     """
     emitter = _Emitter(loaded, selection, class_of_node, checkpoint)
     emitter.placeholders()
-    graph_module = emitter.finish()
+    for i in loaded.outputs:
+        if i is not None:
+            emitter.emit(class_of_node[i])  # in finish's order; finish then only assembles the output
     if checkpoint is not None:
         checkpoint()
-    return graph_module
+    return emitter.finish()
