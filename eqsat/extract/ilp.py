@@ -10,8 +10,8 @@ topological level per e-class. Constraints:
 Objective: the sum of the chosen terms' costs, i.e. each class paid once.
 
 The solve is bounded by work, not time: HiGHS explores at most `node_limit`
-branch-and-bound nodes (HiGHS is deterministic, so the answer does not
-depend on the machine or its load); if it has not proven a solution by then,
+branch-and-bound nodes (a count that, unlike a clock, does not depend on the
+machine or its load); if it has not proven a solution by then,
 the best feasible one it found is returned, and if it found none the caller
 keeps its greedy selection. A wall-clock limit remains as a safety net for
 callers with a deadline; a solve it stopped is discarded (its answer would
