@@ -24,7 +24,7 @@ import os
 import tempfile
 from collections import defaultdict
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator, NamedTuple
+from typing import Any, Callable, Iterable, Iterator, NamedTuple
 
 import executorch.backends.arm.tosa.dialect  # noqa: F401  (registers the tosa ops)
 import torch
@@ -538,12 +538,28 @@ def _loaded_nodes(graph: fx.Graph) -> Iterator[fx.Node]:
     return (n for n in graph.nodes if n.op != "output")
 
 
-def to_egraph(graph_module: fx.GraphModule, *, merge_duplicates: bool = False) -> Loaded:
+CHECKPOINT_EVERY = 256
+"""Nodes read or written between two calls of a caller's checkpoint."""
+
+
+def _checkpointed(items: Iterable, checkpoint: Callable[[], None] | None) -> Iterator:
+    """The items, calling checkpoint (which may raise to stop the caller) every CHECKPOINT_EVERY of them."""
+    for k, item in enumerate(items):
+        if checkpoint is not None and k % CHECKPOINT_EVERY == 0:
+            checkpoint()
+        yield item
+
+
+def to_egraph(
+    graph_module: fx.GraphModule, *, merge_duplicates: bool = False, checkpoint: Callable[[], None] | None = None
+) -> Loaded:
     """Read every node of the graph into a fresh e-graph, in bulk.
 
     merge_duplicates: let identical pure opaque and elementwise ops share one
     term. Off by default: Vela fuses a RESCALE into each consumer separately,
     so merging duplicates can cost cycles (measured +18 % on one U55 model).
+    checkpoint: called every CHECKPOINT_EVERY nodes and before the bulk load; it
+    may raise to abandon loading (the pass's deadline).
     """
     output_node = next((n for n in graph_module.graph.nodes if n.op == "output"), None)
     if output_node is None:
@@ -551,7 +567,7 @@ def to_egraph(graph_module: fx.GraphModule, *, merge_duplicates: bool = False) -
     nodes = list(_loaded_nodes(graph_module.graph))
     index_of = {n: i for i, n in enumerate(nodes)}
     keys: dict[str, str] = {}
-    terms_read = [read_node(n, index_of.__getitem__, keys, merge_duplicates) for n in nodes]
+    terms_read = [read_node(n, index_of.__getitem__, keys, merge_duplicates) for n in _checkpointed(nodes, checkpoint)]
     prototypes: dict[str, fx.Node] = {}
     for node, term in zip(nodes, terms_read):
         if term.op in ("Opaque", "Elementwise", "Reduce", "Table"):
@@ -565,6 +581,8 @@ def to_egraph(graph_module: fx.GraphModule, *, merge_duplicates: bool = False) -
         if (shape_row := _shape_row(i, node)) is not None:
             shape_rows[shape_row[0]].append(shape_row[1])
 
+    if checkpoint is not None:
+        checkpoint()
     egraph = EGraph()
     terms.declare(egraph)
     program = ["(ruleset load)"]
@@ -603,8 +621,12 @@ INHERITED_META = ("stack_trace", "nn_module_stack", "debug_handle", "delegation_
 class _Emitter:
     """Builds the FX graph for a selection of e-nodes, one class at a time."""
 
-    def __init__(self, loaded: Loaded, selection: dict[str, Term], class_of_node: list[str]):
+    def __init__(
+        self, loaded: Loaded, selection: dict[str, Term], class_of_node: list[str], checkpoint: Callable[[], None] | None = None
+    ):
         self.loaded = loaded
+        self.checkpoint = checkpoint
+        self.written = 0
         self.selection = selection
         self.class_of_node = class_of_node
         self.graph = fx.Graph()
@@ -640,6 +662,9 @@ class _Emitter:
                 stack.extend(missing)
                 continue
             stack.pop()
+            if self.checkpoint is not None and self.written % CHECKPOINT_EVERY == 0:
+                self.checkpoint()
+            self.written += 1
             self.emitted[current] = self._emit_one(current, self.selection[current])
         return self.emitted[eclass]
 
@@ -780,13 +805,23 @@ class _Emitter:
         return fx.GraphModule(self.loaded.graph_module, self.graph)
 
 
-def to_fx(loaded: Loaded, selection: dict[str, Term], class_of_node: list[str]) -> fx.GraphModule:
+def to_fx(
+    loaded: Loaded, selection: dict[str, Term], class_of_node: list[str], *, checkpoint: Callable[[], None] | None = None
+) -> fx.GraphModule:
     """Write the selected e-nodes back as a new GraphModule.
 
     `selection` maps each needed e-class to its chosen term (args are e-class
     ids); `class_of_node[i]` is the e-class of `Node(i)`. Placeholders are all
     kept, in their original order, because the program signature names them.
+    checkpoint: called every CHECKPOINT_EVERY nodes written and before FX
+    finishes the graph (dead-code elimination, lint, code generation); it may
+    raise to abandon the write-back (the pass's deadline).
     """
-    emitter = _Emitter(loaded, selection, class_of_node)
+    emitter = _Emitter(loaded, selection, class_of_node, checkpoint)
     emitter.placeholders()
+    for i in loaded.outputs:
+        if i is not None:
+            emitter.emit(class_of_node[i])  # in finish's order; finish then only assembles the output
+    if checkpoint is not None:
+        checkpoint()
     return emitter.finish()

@@ -13,7 +13,12 @@ class Report:
     """The record of one run of the optimizer on one graph.
 
     Costs are in the cost model's unit (`cost_unit`); `fallback` is the reason
-    the original graph was returned untouched, or None.
+    the original graph was returned untouched, or None. `stop_reason` says
+    why saturation stopped ("saturated" or the limit), or which hard limit
+    ("time limit", "memory limit") stopped the whole pass. `clock_stops`
+    names the phases ("ilp", "refine") that a wall-clock safety net cut
+    short instead of their work bound: their result depends on the machine.
+    `phase_seconds["worker"]` is the cost of running them in a worker process.
     """
 
     target: str
@@ -31,6 +36,7 @@ class Report:
     cost_after: float | None = None
     cost_unit: str = ""
     extractor: str = ""
+    clock_stops: list[str] = field(default_factory=list)
     phase_seconds: dict[str, float] = field(default_factory=dict)
     changed: bool = False
     fallback: str | None = None

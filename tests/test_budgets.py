@@ -1,18 +1,23 @@
-"""Saturation budgets: each limit stops a graph built to blow up, and the best graph found so far comes back."""
+"""Budgets: each limit stops a graph built to blow up (or a stand-in for one), and the best graph found so far
+comes back, or the original when a hard limit (time, memory) stopped the pass. No test asserts on time."""
 
 from __future__ import annotations
 
 import logging
+import os
 import random
+import time
 
 import pytest
 import torch
 from executorch.backends.arm.tosa.specification import TosaLoweringContext
 
 import eqsat
-from eqsat import bridge_fx, fuzz, rules
+from benchmarks.scale import synthetic_graph
+from eqsat import bridge_fx, fuzz, pipeline, rules
 from eqsat.extract.egraph_view import EGraphView
 from eqsat.fuzz import GraphSpec, Step
+from eqsat.rules import _program
 
 CHAIN_SHAPE = (1, 2, 1, 3, 1, 2)
 
@@ -83,8 +88,9 @@ class SteppingClock:
 
 
 def test_time_limit_is_checked_between_iterations(monkeypatch):
+    # Saturation gets half of the pass's time limit: 2.5 s of the stepping clock, two iterations.
     monkeypatch.setattr(rules, "time", SteppingClock())
-    original, optimized, report = optimize_chain(time_limit=2.5)
+    original, optimized, report = optimize_chain(time_limit=5.0)
     assert report.iterations == 2 and report.stop_reason == "time limit"
     assert report.changed and report.fallback is None
     assert_bit_exact(original, optimized)
@@ -117,3 +123,158 @@ def test_a_budget_stop_still_types_every_eclass_for_the_cost_model(iterations):
     view = EGraphView.of(loaded.egraph, len(loaded.nodes))
     rewritten = [c for c, terms in view.candidates.items() if any(t.op != "Opaque" for t in terms)]
     assert len(rewritten) > 40 and [c for c in rewritten if c not in view.types] == []
+
+
+# ---------------------------------------------------------------- hard bounds: the worker process
+
+
+def test_egglog_starts_no_threads_so_the_pass_can_fork_its_worker():
+    # A forked child has only the forking thread; a thread pool started by egglog in the caller
+    # (rayon, say) could hold a lock forever in the child. egglog 13.2 starts none; a new egglog must not either.
+    def threads() -> int:
+        return len(os.listdir("/proc/self/task"))
+
+    before = threads()
+    loaded = bridge_fx.to_egraph(CHAIN.build())
+    rules.saturate(loaded.egraph, rules.Budget(iterations=3))
+    EGraphView.of(loaded.egraph, len(loaded.nodes))
+    assert threads() == before
+
+
+def test_a_graph_that_outgrows_the_memory_limit_comes_back_untouched_and_the_caller_survives():
+    # The first iteration on 2,000 nodes allocates more than 50 MB in egglog, which then aborts the worker.
+    original = synthetic_graph(2000)
+    with pytest.warns(RuntimeWarning, match="memory limit"):
+        optimized, report = eqsat.optimize(original, memory_limit_mb=50, time_limit=600)
+    assert optimized is original and not report.changed
+    assert report.stop_reason == "memory limit" and report.fallback.startswith("BudgetExceeded: memory limit")
+    assert os.getpid() == TEST_PROCESS
+
+
+TEST_PROCESS = os.getpid()
+
+
+def test_python_running_out_of_memory_in_the_worker_is_the_memory_limit_too(monkeypatch):
+    # Extraction holds the e-graph as Python objects: there the cap raises MemoryError instead of aborting.
+    real_extract = pipeline.extract
+
+    def greedy_extract(*args, **kwargs):
+        hoard = bytearray(512 * 2**20)  # more than the 100 MiB the worker may grow by
+        return real_extract(*args, **kwargs) if hoard else None
+
+    monkeypatch.setattr(pipeline, "extract", greedy_extract)
+    with pytest.warns(RuntimeWarning, match="memory limit"):
+        original, optimized, report = optimize_chain(memory_limit_mb=100)
+    assert optimized is original and report.stop_reason == "memory limit"
+    assert report.fallback.startswith("BudgetExceeded: memory limit: the optimizer ran out of memory")
+
+
+class GrowingAddressSpace:
+    """rules.address_space as if every reading found the process 25 MiB larger."""
+
+    def __init__(self) -> None:
+        self.size = rules.address_space()
+
+    def __call__(self) -> int:
+        self.size += 25 * 2**20
+        return self.size
+
+
+def test_memory_limit_stops_saturation_between_iterations_and_the_best_graph_found_comes_back(monkeypatch, caplog):
+    # Saturation may grow by half of 250 MiB, counting the next iteration as another 25 MiB: four iterations.
+    monkeypatch.setattr(rules, "address_space", GrowingAddressSpace())
+    with caplog.at_level(logging.INFO, logger="eqsat"):
+        original, optimized, report = optimize_chain(memory_limit_mb=250)
+    assert report.stop_reason == "memory limit" and report.iterations == 4
+    assert "stopped at the memory limit after 4 iteration(s)" in caplog.text
+    assert report.changed and report.fallback is None and report.cost_after < report.cost_before
+    assert_bit_exact(original, optimized)
+
+
+def slow_saturation(seconds: float):
+    """rules.saturate, whose last iteration takes `seconds` longer (as one egglog iteration can)."""
+    real = rules.saturate
+
+    def saturate(*args, **kwargs):
+        result = real(*args, **kwargs)
+        time.sleep(seconds)
+        return result
+
+    return saturate
+
+
+def test_a_saturation_that_outlasts_the_time_limit_is_killed_and_the_graph_comes_back_untouched(monkeypatch):
+    # Unkilled, the pass would take 20 s and return a rewritten graph.
+    monkeypatch.setattr(rules, "saturate", slow_saturation(20))
+    with pytest.warns(RuntimeWarning, match="time limit"):
+        original, optimized, report = optimize_chain(time_limit=0.5)
+    assert optimized is original and not report.changed
+    assert report.stop_reason == "time limit" and report.fallback.startswith("BudgetExceeded: time limit")
+    assert "worker was stopped at the pass's deadline" in report.fallback
+
+
+class JumpingClock:
+    """The pipeline's clock (`time`), jumped one second forward by each call of a function it wraps."""
+
+    def __init__(self) -> None:
+        self.offset = 0.0
+
+    def monotonic(self) -> float:
+        return time.monotonic() + self.offset
+
+    def perf_counter(self) -> float:
+        return time.perf_counter()
+
+    def jumping(self, function):
+        def jumped(*args, **kwargs):
+            self.offset += 1.0
+            return function(*args, **kwargs)
+
+        return jumped
+
+
+def test_loading_gives_up_at_the_deadline(monkeypatch):
+    clock = JumpingClock()
+    monkeypatch.setattr(pipeline, "time", clock)
+    monkeypatch.setattr(bridge_fx, "read_node", clock.jumping(bridge_fx.read_node))  # 62 s for the chain's 62 nodes
+    with pytest.warns(RuntimeWarning, match="time limit"):
+        original, optimized, report = optimize_chain(time_limit=5.0)
+    assert optimized is original and report.stop_reason == "time limit"
+    assert report.fallback.startswith("BudgetExceeded: time limit: the pass ran past") and "worker" not in report.phase_seconds
+
+
+def test_write_back_gives_up_at_the_deadline(monkeypatch):
+    # The worker forked with the clock at 0 s; writing back then takes a second per node.
+    clock = JumpingClock()
+    monkeypatch.setattr(pipeline, "time", clock)
+    monkeypatch.setattr(bridge_fx._Emitter, "_emit_one", clock.jumping(bridge_fx._Emitter._emit_one))
+    with pytest.warns(RuntimeWarning, match="time limit"):
+        original, optimized, report = optimize_chain(time_limit=5.0)
+    assert optimized is original and not report.changed and "write_back" in report.phase_seconds
+    assert report.stop_reason == "time limit" and report.fallback.startswith("BudgetExceeded: time limit: the pass ran past")
+
+
+@pytest.mark.parametrize("isolate", [True, False])
+def test_a_rust_panic_is_a_fallback_and_strict_mode_raises_it(isolate, monkeypatch):
+    # pyo3 turns a Rust panic into PanicException, a BaseException (and not picklable: defined here, like this one).
+    class PanicException(BaseException):
+        pass
+
+    def panicking_extract(*args, **kwargs):
+        raise PanicException("rust panicked")
+
+    monkeypatch.setattr(pipeline, "ISOLATE", isolate)
+    monkeypatch.setattr(pipeline, "extract", panicking_extract)
+    with pytest.warns(RuntimeWarning, match="rust panicked"):
+        original, optimized, report = optimize_chain()
+    assert optimized is original and report.fallback.endswith("PanicException: rust panicked")
+    with pytest.raises(BaseException, match="rust panicked"):
+        optimize_chain(strict=True)
+
+
+def test_strict_mode_raises_when_a_hard_limit_stops_the_pass(monkeypatch):
+    clock = JumpingClock()
+    monkeypatch.setattr(pipeline, "time", clock)
+    monkeypatch.setattr(bridge_fx._Emitter, "_emit_one", clock.jumping(bridge_fx._Emitter._emit_one))
+    with pytest.raises(pipeline.BudgetExceeded, match="time limit"):
+        optimize_chain(time_limit=5.0, strict=True)

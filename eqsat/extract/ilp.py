@@ -9,13 +9,19 @@ topological level per e-class. Constraints:
   level order (TENSAT's order variables), so the result has no cycle.
 Objective: the sum of the chosen terms' costs, i.e. each class paid once.
 
-The solve runs under a time limit; if HiGHS does not prove a solution in
-time (or finds none), the caller gets None and keeps its greedy selection.
+The solve is bounded by work, not time: HiGHS explores at most `node_limit`
+branch-and-bound nodes (a count that, unlike a clock, does not depend on the
+machine or its load); if it has not proven a solution by then,
+the best feasible one it found is returned, and if it found none the caller
+keeps its greedy selection. A wall-clock limit remains as a safety net for
+callers with a deadline; a solve it stopped is discarded (its answer would
+depend on the clock) and `IlpResult.clock_stopped` says so.
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 from scipy.optimize import Bounds, LinearConstraint, milp
@@ -25,15 +31,40 @@ from eqsat.bridge_fx import Term
 from eqsat.extract.greedy import Selection, TermCost, reachable, reachable_candidates
 
 
+NODE_LIMIT = 100
+"""Branch-and-bound nodes HiGHS may explore (the caller also caps the problem's size, see eqsat.extract)."""
+
+
+@dataclass(frozen=True)
+class IlpResult:
+    selection: Selection | None
+    clock_stopped: bool = False
+
+
 def extract_ilp(
     candidates: dict[str, list[Term]],
     roots: list[str],
     term_cost: TermCost,
     *,
-    time_limit: float = 10.0,
+    node_limit: int = NODE_LIMIT,
+    time_limit: float = math.inf,
     hint: Selection | None = None,
 ) -> Selection | None:
-    """The cheapest acyclic selection for the roots under DAG cost, or None if not proven in time.
+    """The cheapest acyclic selection for the roots under DAG cost found within the bounds, or None (see solve_ilp)."""
+    return solve_ilp(candidates, roots, term_cost, node_limit=node_limit, time_limit=time_limit, hint=hint).selection
+
+
+def solve_ilp(
+    candidates: dict[str, list[Term]],
+    roots: list[str],
+    term_cost: TermCost,
+    *,
+    node_limit: int = NODE_LIMIT,
+    time_limit: float = math.inf,
+    hint: Selection | None = None,
+) -> IlpResult:
+    """The cheapest acyclic selection for the roots under DAG cost that HiGHS finds within
+    node_limit branch-and-bound nodes (None if it finds none, or if time_limit stops it first).
 
     Only the classes reachable from the roots through some candidate are
     modelled. `hint`, a known selection (e.g. greedy's), bounds the search:
@@ -51,7 +82,7 @@ def extract_ilp(
         and cost <= budget
     ]
     if not terms:
-        return None
+        return IlpResult(None)
     class_index = {c: i for i, c in enumerate(classes)}
     n_terms, n_classes = len(terms), len(classes)
     level_bound = float(n_classes)
@@ -89,14 +120,21 @@ def extract_ilp(
     objective = np.concatenate([np.array([cost for _, _, cost in terms]), np.zeros(n_classes)])
     integrality = np.concatenate([np.ones(n_terms), np.zeros(n_classes)])
     bounds = Bounds(np.zeros(n_terms + n_classes), np.concatenate([np.ones(n_terms), np.full(n_classes, level_bound)]))
+    options: dict = {"node_limit": node_limit}
+    if math.isfinite(time_limit):
+        options["time_limit"] = max(time_limit, 0.0)
     result = milp(
         objective,
         constraints=LinearConstraint(matrix.tocsr(), lower, upper),
         integrality=integrality,
         bounds=bounds,
-        options={"time_limit": time_limit},
+        options=options,
     )
-    if result.status != 0 or result.x is None:
-        return None
-    return {eclass: term for k, (eclass, term, _) in enumerate(terms) if result.x[k] > 0.5}
+    if "Time limit reached" in result.message:
+        return IlpResult(None, clock_stopped=True)
+    # scipy reports HiGHS's node-limit stop ("Solution limit reached") as an unknown status; x is its best solution
+    within_node_limit = result.status == 0 or "Solution limit reached" in result.message
+    if not within_node_limit or result.x is None:
+        return IlpResult(None)
+    return IlpResult({eclass: term for k, (eclass, term, _) in enumerate(terms) if result.x[k] > 0.5})
 

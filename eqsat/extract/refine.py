@@ -8,14 +8,22 @@ whole, so the pass had to reject all of it.
 
 `refine` starts from an extracted selection and changes one e-class's term at
 a time, keeping each change that lowers the whole-graph cost, until a round
-over the graph changes nothing or the time budget is spent. Every state it
+over the graph changes nothing or its work bound is spent. Every state it
 visits is acyclic (a term is taken only if its operands do not reach its own
 class), so the result is a valid graph, never dearer than where it started.
+
+The work bound counts what the search does, not how long it takes, so the
+result does not depend on the machine or its load: each evaluation of the
+graph cost is charged the number of e-classes the graph computes at that
+point. A wall-clock limit remains as a safety net for callers with a
+deadline; when it stops the search, the result says so (`clock_stopped`).
 """
 
 from __future__ import annotations
 
+import math
 import time
+from dataclasses import dataclass
 from typing import Callable
 
 from eqsat.bridge_fx import Term
@@ -25,34 +33,69 @@ GraphCost = Callable[[Selection], float]
 """The cost of computing the roots with a selection, context included."""
 
 
+WORK_LIMIT = 200_000
+"""The search's work bound, in e-classes visited by graph-cost evaluations: about 1 s on this machine
+(5 µs per visit, measured on a 4,000-node graph), the time the wall-clock limit it replaces allowed.
+On the zoo, refinement took at most 0.13 s (conformer-block), well within it."""
+
+
+@dataclass(frozen=True)
+class Refinement:
+    selection: Selection
+    cost: float
+    work: int
+    clock_stopped: bool
+
+
 def refine(
     selection: Selection,
     candidates: dict[str, list[Term]],
     roots: list[str],
     graph_cost: GraphCost,
     *,
-    seconds: float = 1.0,
+    work_limit: int = WORK_LIMIT,
+    seconds: float = math.inf,
 ) -> tuple[Selection, float]:
-    """A selection at most as costly as `selection` under graph_cost, and its cost."""
+    """A selection at most as costly as `selection` under graph_cost, and its cost (see refine_bounded)."""
+    refined = refine_bounded(selection, candidates, roots, graph_cost, work_limit=work_limit, seconds=seconds)
+    return refined.selection, refined.cost
+
+
+def refine_bounded(
+    selection: Selection,
+    candidates: dict[str, list[Term]],
+    roots: list[str],
+    graph_cost: GraphCost,
+    *,
+    work_limit: int = WORK_LIMIT,
+    seconds: float = math.inf,
+) -> Refinement:
+    """A selection at most as costly as `selection` under graph_cost, its cost, the work spent, and
+    whether the wall-clock safety net (`seconds`) rather than convergence or `work_limit` stopped it."""
     deadline = time.monotonic() + seconds
     current = dict(selection)
     best = graph_cost(current)
+    work = 0
     changed = True
-    while changed and time.monotonic() < deadline:
+    while changed and work < work_limit:
         changed = False
-        for eclass in reachable(current, roots):
+        classes = reachable(current, roots)
+        for eclass in classes:
+            if work >= work_limit:
+                break
+            if time.monotonic() >= deadline:
+                return Refinement(current, best, work, clock_stopped=True)
             for term in candidates.get(eclass, ()):
                 if term == current[eclass] or not _acyclic_with(current, eclass, term):
                     continue
+                work += len(classes)
                 previous, current[eclass] = current[eclass], term
                 cost = graph_cost(current)
                 if cost < best:
                     best, changed = cost, True
                 else:
                     current[eclass] = previous
-            if time.monotonic() >= deadline:
-                break
-    return current, best
+    return Refinement(current, best, work, clock_stopped=False)
 
 
 def _acyclic_with(selection: Selection, eclass: str, term: Term) -> bool:

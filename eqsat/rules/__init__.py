@@ -7,6 +7,7 @@ saturated before every round of rewrites.
 
 from __future__ import annotations
 
+import os
 import time
 from collections import Counter
 from dataclasses import dataclass, field
@@ -42,17 +43,26 @@ def rulesets_named(names: tuple[str, ...] | None) -> tuple[Ruleset, ...]:
 
 @dataclass(frozen=True)
 class Budget:
-    """Limits on saturation. All three are always enforced, between iterations.
+    """Limits on saturation, enforced between iterations. These defaults are the pass's
+    (eqsat.pipeline.Options reads them from here).
+
+    iterations, enodes, seconds: at most so many iterations, no new iteration once
+    the e-graph has more e-nodes or saturation has run longer.
+    memory: bytes the process's address space may grow by during saturation
+    (None: unbounded). No new iteration starts once it has grown by more, or
+    would, if the next iteration grew it as much as the last one did.
 
     One egglog iteration (analysis, then one round of each ruleset) cannot be
-    interrupted, so a run can overshoot the time and e-node limits by the work
-    of one iteration: the limits bound the e-graph that the next iteration
-    starts from, not the last iteration itself.
+    interrupted, so these are soft limits: a run can overshoot the time,
+    e-node and memory limits by the work of one iteration. The pass makes
+    them hard by running saturation in a worker process that it kills at its
+    deadline and whose address space is capped (eqsat.pipeline).
     """
 
     iterations: int = 30
     enodes: int = 200_000
     seconds: float = 20.0
+    memory: int | None = None
 
 
 @dataclass
@@ -64,6 +74,21 @@ class SaturationResult:
 
 def enode_count(egraph: EGraph) -> int:
     return _program.enode_count(egraph)
+
+
+def address_space() -> int | None:
+    """The size of this process's address space in bytes (what RLIMIT_AS caps), or None where /proc is missing."""
+    try:
+        with open("/proc/self/statm") as statm:
+            return int(statm.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError):
+        return None
+
+
+def prepare() -> None:
+    """Compile (or read back from the cache) the schedule's program in this process, so that
+    worker processes forked from it inherit the parsed program instead of parsing it each time."""
+    _program.compiled((ANALYSIS, *REWRITES))
 
 
 def _runner(egraph: EGraph, rewrites: tuple[Ruleset, ...]) -> _program.Runner:
@@ -92,8 +117,10 @@ def saturate(egraph: EGraph, budget: Budget, rewrites: tuple[Ruleset, ...] | Non
     result = SaturationResult()
     if not rewrites:
         return result
-    runner = _runner(egraph, rewrites)
     started = time.monotonic()
+    runner = _runner(egraph, rewrites)
+    memory_start = address_space() if budget.memory is not None else None
+    memory_before = memory_start
     while True:
         if result.iterations >= budget.iterations:
             result.stop_reason = "iteration limit"
@@ -104,6 +131,12 @@ def saturate(egraph: EGraph, budget: Budget, rewrites: tuple[Ruleset, ...] | Non
         if runner.enode_count() > budget.enodes:
             result.stop_reason = "e-node limit"
             break
+        if memory_start is not None and (memory_now := address_space()) is not None:
+            grown, last_iteration = memory_now - memory_start, memory_now - memory_before
+            if grown + last_iteration > budget.memory:
+                result.stop_reason = "memory limit"
+                break
+            memory_before = memory_now
         runner.run(ANALYSIS, saturate=True)
         updated = False
         for rules in rewrites:
