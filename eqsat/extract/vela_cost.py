@@ -10,7 +10,7 @@ model that extraction can trust therefore has to be measured, per target.
 
 Overview
 --------
-`eqsat calibrate` (eqsat/extract/calibrate.py) compiles micro-benchmark TOSA
+`eqsat calibrate` (eqsat/calibration/calibrate.py) compiles micro-benchmark TOSA
 graphs with the pinned Vela and fits, per *family* of op configurations
 (`transpose/int8`, `concat/int16`, `binary/ADD`, `conv2d`, ...), two linear
 models `cycles = sum(coef[i] * feature[i])` over a few features of the
@@ -101,10 +101,10 @@ axis longer than 65536 (and, for int32, stricter limits). Calibration probes
 such shapes and records what Vela did. Prediction follows the Arm backend's
 own rule (`DecomposePermuteForU55Pass`): a transpose whose shape keeps the
 product of every (rank-2) dimensions within 2^16 always runs; any other
-transpose is compiled once with Vela (memoized, seeded from the calibration
-data) and costs `math.inf` if Vela rejects it (with `probe_vela=False`,
-it costs `math.inf` outright). Ranks above 6 are outside the TOSA profile
-and cost `math.inf` on every target.
+transpose runs only if calibration saw Vela run it, and otherwise costs
+`math.inf`. The optimizer starts no Vela process to find out (a lowering
+must not wait on one); `eqsat calibrate` probes such shapes. Ranks above 6
+are outside the TOSA profile and cost `math.inf` on every target.
 
 Future work
 -----------
@@ -117,7 +117,6 @@ fix that.
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import json
 import math
@@ -507,14 +506,11 @@ class VelaCalibratedCost:
     """Estimated inference cycles of one e-node on target, from target's Vela calibration file.
 
     See the module docstring for how each op is priced and what the model
-    does not see. `probe_vela`: compile U55 transposes outside the Arm
-    backend's always-supported region once with Vela to learn whether they
-    run (False: treat them as unsupported).
+    does not see.
     """
 
     target: str
     path: Path | None = None
-    probe_vela: bool = True
     unit: str = field(init=False)
     data: dict = field(init=False, repr=False)
 
@@ -594,26 +590,8 @@ class VelaCalibratedCost:
         """Whether Vela runs this transpose on the NPU of target."""
         if target_family(self.target) != "u55" or not violates_u55_worst_case(shape):
             return True
-        known = self._feasibility.get(_feasibility_key(shape, perm, dtype))
-        if known is not None:
-            return known
-        if not self.probe_vela:
-            return False
-        return _probe_transpose(self.target, tuple(shape), tuple(perm), dtype)
+        return self._feasibility.get(_feasibility_key(shape, perm, dtype), False)
 
 
 def _feasibility_key(shape, perm, dtype: str) -> tuple:
     return tuple(shape), tuple(perm), dtype
-
-
-@functools.lru_cache(maxsize=4096)
-def _probe_transpose(target: str, shape: tuple[int, ...], perm: tuple[int, ...], dtype: str) -> bool:
-    """Compile one TRANSPOSE with Vela for target; True if it runs on the NPU."""
-    from eqsat.extract.calibration_graphs import Sample, build_tosa
-    from eqsat.vela import VelaError, estimate
-
-    graph, _ = build_tosa([Sample("transpose", {"shape": list(shape), "perm": list(perm), "dtype": dtype})])
-    try:
-        return estimate(graph, target).cpu_ops == 0
-    except VelaError:
-        return False

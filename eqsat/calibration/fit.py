@@ -5,7 +5,7 @@ Motivation
 `eqsat.extract.vela_cost.VelaCalibratedCost` prices an op as a linear
 function of features of its configuration, with one set of coefficients for
 each family and target. This module finds those coefficients from the
-samples that `eqsat.extract.calibrate` measured with Vela. It describes each
+samples that `eqsat.calibration.calibrate` measured with Vela. It describes each
 sample through `vela_cost.op_config`, the same function the cost model uses,
 so fitting and pricing always agree on families and features.
 
@@ -48,7 +48,7 @@ import numpy as np
 
 from eqsat.bridge_fx import TensorType, Term
 from eqsat.extract import vela_cost
-from eqsat.extract.calibration_graphs import Sample, conv_geometry, deserialize_node
+from eqsat.calibration.graphs import Sample, conv_geometry, deserialize_node
 from eqsat.extract.vela_cost import OpConfig, op_config
 
 _PASS_KINDS = ("021", "102", "210", "120", "201")
