@@ -46,7 +46,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from eqsat.bridge_fx import TensorType, Term
+from eqsat.ir import TensorType, Term
 from eqsat.extract import vela_cost
 from eqsat.calibration.graphs import Sample, conv_geometry, deserialize_node
 from eqsat.extract.vela_cost import OpConfig, op_config

@@ -43,7 +43,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import tosa_serializer as ts
 
-from eqsat.bridge_fx import TensorType, Term
+from eqsat.ir import TensorType, Term
 
 TOSA_VERSION = (1, 0)  # what the Arm backend emits for Ethos-U (TOSA-1.0+INT)
 

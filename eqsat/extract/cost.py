@@ -25,7 +25,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Callable, Hashable, Iterable, Mapping, Protocol
 
-from eqsat.bridge_fx import TensorType, Term
+from eqsat.ir import TensorType, Term
 from eqsat.extract import vela_cost
 
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 import time
 from typing import Callable
 
-from eqsat.bridge_fx import Term
+from eqsat.ir import Term
 from eqsat.extract.greedy import Selection, reachable
 
 GraphCost = Callable[[Selection], float]

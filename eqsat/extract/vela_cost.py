@@ -123,12 +123,11 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from eqsat.bridge_fx import TensorType, Term
+from eqsat.ir import MAX_RANK, TensorType, Term
 
 CALIBRATION_DIR = Path(__file__).parent / "calibration"
 FORMAT_VERSION = 2
 """2: a family carries an "access" model beside its NPU model, and contexts and joint families are in `Op Cycles`."""
-MAX_TOSA_RANK = 6
 U55_TRANSPOSE_MAX_PRODUCT = 2**16
 """DecomposePermuteForU55Pass._MAX_PRODUCT: below it every U55 transpose runs."""
 
@@ -341,7 +340,7 @@ def _ceil_to(value: int, multiple: int) -> int:
 def _transpose_config(x: TensorType | None, out: TensorType | None, perm: tuple[int, ...], family: str) -> OpConfig:
     if x is None:
         return OpConfig(f"transpose/{dtype_name(out)}", {"one": 1.0, "passes": 1.0, "moved": float(elements(out))})
-    if len(x.shape) > MAX_TOSA_RANK:
+    if len(x.shape) > MAX_RANK:
         return INFEASIBLE
     if is_noop_transpose(x.shape, perm):
         return FREE

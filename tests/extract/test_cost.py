@@ -3,7 +3,7 @@
 import pytest
 import tosa_serializer as ts
 
-from eqsat.bridge_fx import TensorType, Term
+from eqsat.ir import TensorType, Term
 from eqsat.calibration.graphs import _attr, _clamp, _Graph
 from eqsat.extract.cost import reshape_copies, term_costs
 from eqsat.extract.vela_cost import VelaCalibratedCost

@@ -6,7 +6,7 @@ import math
 import pytest
 import torch
 
-from eqsat.bridge_fx import TensorType, Term
+from eqsat.ir import TensorType, Term
 from eqsat.extract.cost import UncalibratedTargetError, cost_model_for
 from eqsat.extract.vela_cost import VelaCalibratedCost, calibration_path, has_calibration, vela_version
 
