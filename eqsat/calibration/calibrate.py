@@ -57,7 +57,7 @@ import time
 from pathlib import Path
 
 from eqsat.extract import vela_cost
-from eqsat.calibration.fit import fit, transpose_feasibility
+from eqsat.calibration.fit import fit, folds_transpose_into_producer, transpose_feasibility
 from eqsat.calibration.graphs import Layout, Sample, build_tosa, context_bundle, serialize_node
 from eqsat.calibration.grid import grid
 from eqsat.extract.vela_cost import FORMAT_VERSION
@@ -312,6 +312,7 @@ def calibrate(target: str, *, workdir: Path = DEFAULT_WORKDIR, jobs: int = 2, sc
         "seconds": round(time.perf_counter() - started, 1),
         "models": models,
         "transpose_feasibility": transpose_feasibility(measured),
+        "folds_transpose_into_producer": folds_transpose_into_producer(measured),
         "rejected": sorted(r["key"] for r in measured if r["status"] != "ok"),
     }
     path = Path(out) if out is not None else vela_cost.calibration_path(target)

@@ -429,3 +429,10 @@ def transpose_feasibility(records: list[dict]) -> dict[str, bool]:
         p = record["params"]
         found[json.dumps([p["shape"], p["perm"], p["dtype"]])] = record["status"] == "ok"
     return dict(sorted(found.items()))
+
+
+def folds_transpose_into_producer(records: list[dict]) -> bool:
+    """Whether Vela wrote a convolution's output transposed: in every measured conv -> TRANSPOSE context,
+    all cycles landed on the transpose's output tensor and none on the convolution's own."""
+    after = [r for r in records if r["kind"] == "ctx_transpose_conv" and r["params"]["order"] == "after" and r["status"] == "ok"]
+    return bool(after) and all(measured(r, "total")[0].get("producer", 0) == 0 for r in after)

@@ -512,6 +512,8 @@ class VelaCalibratedCost:
     path: Path | None = None
     unit: str = field(init=False)
     data: dict = field(init=False, repr=False)
+    folds_transpose_into_producer: bool = field(init=False)
+    """Vela folds a transpose into the write of the convolution in front of it (see eqsat.extract.cost)."""
 
     def __post_init__(self) -> None:
         path = self.path or calibration_path(self.target)
@@ -522,6 +524,7 @@ class VelaCalibratedCost:
             raise ValueError(f"{path} calibrates {self.data['target']}, not {self.target}")
         self.unit = f"estimated inference cycles (Vela {self.data['vela_version']} cycles_total calibration)"
         self._models = self.data["models"]
+        self.folds_transpose_into_producer = bool(self.data.get("folds_transpose_into_producer", False))
         self._feasibility = {_feasibility_key(*json.loads(k)): v for k, v in self.data.get("transpose_feasibility", {}).items()}
 
     def cost(self, term: Term, out: TensorType | None, args: list[TensorType | None]) -> float:
