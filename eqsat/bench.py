@@ -1,5 +1,11 @@
 """`eqsat bench`: Vela cycles with and without eqsat, per model and target.
 
+A model is named by a builder spec, `path/to/file.py:function` or
+`package.module:function`: a function of no arguments that returns
+`(torch.nn.Module, example_inputs)`. The built-in zoo is such a set of
+builders (`python -m benchmarks` hands it over); a user hands their own with
+`eqsat bench --model SPEC`.
+
 Each model x target runs in its own process (a crash loses one row, not the
 run) and leaves its row as JSON under `<out>/runs/`; a rerun skips rows that
 exist and were measured with the current calibration file of their target, so
@@ -9,7 +15,10 @@ an interrupted run resumes. The rows are then gathered into
 
 from __future__ import annotations
 
+import importlib
+import importlib.util
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -17,8 +26,6 @@ from pathlib import Path
 import matplotlib
 from tqdm import tqdm
 
-from benchmarks.zoo import get
-from eqsat.compare import compare
 from eqsat.extract import vela_cost
 
 matplotlib.use("Agg")
@@ -27,9 +34,52 @@ import matplotlib.pyplot as plt  # noqa: E402  (after choosing the headless back
 DEFAULT_TARGETS = ("ethos-u55-128", "ethos-u85-256")
 
 
-def run_one(model: str, target: str, row_path: Path) -> None:
+class ModelSpecError(ValueError):
+    """A builder spec that does not lead to a model: the message is one line for the user."""
+
+
+def load_builder(spec: str):
+    """The function a builder spec names (`path/to/file.py:function` or `package.module:function`)."""
+    where, _, name = spec.rpartition(":")
+    if not where or not name:
+        raise ModelSpecError(f"{spec!r} is not FILE.py:FUNCTION or MODULE:FUNCTION")
+    if where.endswith(".py"):
+        path = Path(where)
+        if not path.is_file():
+            raise ModelSpecError(f"{spec}: no file {path}")
+        loader = importlib.util.spec_from_file_location(path.stem, path)
+        module = importlib.util.module_from_spec(loader)
+        loader.loader.exec_module(module)
+    else:
+        try:
+            module = importlib.import_module(where)
+        except ImportError as error:
+            raise ModelSpecError(f"{spec}: cannot import {where}: {error}") from None
+    builder = getattr(module, name, None)
+    if not callable(builder):
+        raise ModelSpecError(f"{spec}: {where} has no function {name}")
+    return builder
+
+
+def build(spec: str):
+    """(module, example_inputs) from a builder spec, checked."""
+    import torch
+
+    built = load_builder(spec)()
+    if not (isinstance(built, tuple) and len(built) == 2 and isinstance(built[0], torch.nn.Module)):
+        raise ModelSpecError(f"{spec} returned {type(built).__name__}, not (torch.nn.Module, example_inputs)")
+    module, inputs = built
+    inputs = tuple(inputs) if isinstance(inputs, (tuple, list)) else (inputs,)
+    if not all(isinstance(x, torch.Tensor) for x in inputs):
+        raise ModelSpecError(f"{spec}: example_inputs must be tensors, not {[type(x).__name__ for x in inputs]}")
+    return module.eval(), inputs
+
+
+def run_one(spec: str, model: str, target: str, row_path: Path) -> None:
     """Measure one model on one target and write its row (runs in a worker process)."""
-    module, example_inputs = get(model).build()
+    from eqsat.compare import compare
+
+    module, example_inputs = build(spec)
     comparison = compare(model, module, example_inputs, target)
     row_path.write_text(json.dumps(comparison.as_dict(), indent=1))
 
@@ -43,10 +93,12 @@ def _is_current(row_path: Path, target: str) -> bool:
     return row_path.exists() and json.loads(row_path.read_text()).get("calibration") == vela_cost.calibration_digest(target)
 
 
-def run(models: list[str], targets: list[str], out: Path, *, fresh: bool = False) -> list[dict]:
-    """Measure every model on every target, each in its own process; returns the rows."""
+def run(models: dict[str, str], targets: list[str], out: Path, *, fresh: bool = False) -> list[dict]:
+    """Measure every model (name -> builder spec) on every target, each in its own process; returns the rows."""
     (out / "runs").mkdir(parents=True, exist_ok=True)
     jobs = [(m, t) for m in models for t in targets]
+    # workers import the specs' modules from where this process was started
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [os.getcwd(), os.environ.get("PYTHONPATH", "")]))}
     failures = []
     with tqdm(jobs, desc="eqsat bench", unit="run") as progress:
         for model, target in progress:
@@ -55,9 +107,10 @@ def run(models: list[str], targets: list[str], out: Path, *, fresh: bool = False
             if not fresh and _is_current(row_path, target):
                 continue
             worker = subprocess.run(
-                [sys.executable, "-m", "eqsat.bench", model, target, str(row_path)],
+                [sys.executable, "-m", "eqsat.bench", models[model], model, target, str(row_path)],
                 capture_output=True,
                 text=True,
+                env=env,
             )
             if worker.returncode != 0:
                 failures.append((model, target, worker.stderr.strip().splitlines()[-1:]))
@@ -216,5 +269,16 @@ def write_results(rows: list[dict], out: Path) -> None:
     plot(rows, out)
 
 
-if __name__ == "__main__":
-    run_one(sys.argv[1], sys.argv[2], Path(sys.argv[3]))
+def main(models: dict[str, str], targets: list[str], out: Path, *, fresh: bool = False) -> int:
+    """Run, write the results and print the table; 0 when every row exists and is bit-exact."""
+    rows = run(models, targets, out, fresh=fresh)
+    write_results(rows, out)
+    print(markdown_table(rows))
+    print(summary(rows))
+    print(f"results: {out / 'results.md'}, {out / 'results.json'}, charts in {out}")
+    complete = len(rows) == len(models) * len(targets)
+    return 0 if complete and all(r["bit_exact"] for r in rows) else 1
+
+
+if __name__ == "__main__":  # worker process: SPEC NAME TARGET ROW
+    run_one(sys.argv[1], sys.argv[2], sys.argv[3], Path(sys.argv[4]))

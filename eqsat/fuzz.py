@@ -40,9 +40,9 @@ from torch.fx.node import map_aggregate
 from eqsat import pipeline
 from eqsat.bridge_fx import TOSA, op_name
 from eqsat.graph_builder import GraphBuilder
+from eqsat.ir import MAX_RANK
 
 TOSA_SPEC = TosaSpecification.create_from_string("TOSA-1.0+INT")
-MAX_RANK = 6
 MAX_DIM = 4
 MAX_STEPS = 8
 

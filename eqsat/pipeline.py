@@ -52,6 +52,7 @@ from eqsat.extract.egraph_view import EGraphView
 from eqsat.extract import EXTRACTORS, extract
 from eqsat.extract.greedy import reachable
 from eqsat.extract.refine import refine_bounded
+from eqsat.ir import Term
 from eqsat.report import Report, op_counts
 
 logger = logging.getLogger("eqsat")
@@ -257,15 +258,10 @@ def _phase(report: Report, name: str) -> Iterator[None]:
 
 
 def original_cost(loaded: bridge_fx.Loaded, model: cost_models.CostModel) -> float:
-    """The cost of the graph as it is: every live node once, and the reshapes Vela keeps as copies."""
-    live = {loaded.index_of[n]: loaded.terms[loaded.index_of[n]] for n in loaded.nodes if n.users or n.op == "placeholder"}
-
-    def type_of(index: int) -> bridge_fx.TensorType | None:
-        return bridge_fx.tensor_type(loaded.nodes[index])
-
-    total = sum(model.cost(term, type_of(i), [type_of(a) for a in term.args]) for i, term in live.items())
+    """The cost of the graph as it is (eqsat.extract.cost.graph_cost over its FX nodes)."""
+    graph = {loaded.index_of[n]: loaded.terms[loaded.index_of[n]] for n in loaded.nodes}
     outputs = [i for i in loaded.outputs if i is not None]
-    return total + cost_models.reshape_copies(live, outputs, type_of, model)
+    return cost_models.graph_cost(graph, outputs, lambda index: bridge_fx.tensor_type(loaded.nodes[index]), model)
 
 
 def _check_outputs(original: fx.GraphModule, optimized: fx.GraphModule) -> None:
@@ -287,7 +283,7 @@ class Search:
     selection (the chosen term of each e-class the roots need) with the e-class of each node."""
 
     report: dict = field(default_factory=dict)
-    selection: dict[str, bridge_fx.Term] | None = None
+    selection: dict[str, Term] | None = None
     class_of_node: list[str] | None = None
     error: BaseException | None = None
 
@@ -314,7 +310,7 @@ def search(loaded: bridge_fx.Loaded, model: cost_models.CostModel, options: Opti
 
 def _search(
     loaded: bridge_fx.Loaded, model: cost_models.CostModel, options: Options, deadlines: Deadlines, report: Report
-) -> tuple[dict[str, bridge_fx.Term], list[str]]:
+) -> tuple[dict[str, Term], list[str]]:
     budget = dataclasses.replace(options.budget, seconds=deadlines.share(SATURATION_SHARE))
     with _phase(report, "saturate"):
         saturation = rules.saturate(loaded.egraph, budget, rules.rulesets_named(options.rules))
@@ -327,9 +323,8 @@ def _search(
 
         term_cost = cost_models.term_costs(model, view.types)
 
-        def graph_cost(selection: dict[str, bridge_fx.Term]) -> float:
-            live = {c: selection[c] for c in reachable(selection, roots)}
-            return sum(term_cost(c, t) for c, t in live.items()) + cost_models.reshape_copies(live, roots, view.types.get, model)
+        def graph_cost(selection: dict[str, Term]) -> float:
+            return cost_models.graph_cost(selection, roots, view.types.get, model, term_cost)
 
         roots = [view.class_of_node[i] for i in loaded.outputs if i is not None]
         extraction = extract(

@@ -17,13 +17,14 @@ produce): TOSA-dialect graphs of the Arm pipeline have no eager kernels.
 
 from __future__ import annotations
 
-import random
+import hashlib
 
 import torch
 from egglog import Ruleset
 from torch import fx
 
 from eqsat import bridge_fx, rules
+from eqsat.ir import Term
 from eqsat.extract.egraph_view import EGraphView
 from eqsat.extract.greedy import extract_greedy
 
@@ -36,7 +37,7 @@ class Unsound(AssertionError):
 
 
 def random_inputs(graph_module: fx.GraphModule, seed: int = 0) -> list[torch.Tensor]:
-    """Random int8 (or float) tensors for the placeholders, deterministic per seed."""
+    """Random tensors for the placeholders over each integer dtype's full range (float: normal), deterministic per seed."""
     generator = torch.Generator().manual_seed(seed)
     inputs = []
     for node in graph_module.graph.nodes:
@@ -46,7 +47,8 @@ def random_inputs(graph_module: fx.GraphModule, seed: int = 0) -> list[torch.Ten
         if val.dtype.is_floating_point:
             inputs.append(torch.randn(tuple(val.shape), generator=generator, dtype=val.dtype))
         else:
-            inputs.append(torch.randint(-128, 128, tuple(val.shape), generator=generator, dtype=val.dtype))
+            info = torch.iinfo(val.dtype)
+            inputs.append(torch.randint(info.min, info.max + 1, tuple(val.shape), generator=generator, dtype=val.dtype))
     return inputs
 
 
@@ -80,16 +82,16 @@ class Saturated:
         """The e-class of an FX node of the original graph."""
         return self.view.class_of_node[self.loaded.index_of[node]]
 
-    def terms_of(self, node: fx.Node) -> list[bridge_fx.Term]:
+    def terms_of(self, node: fx.Node) -> list[Term]:
         """Every term in the e-class of an FX node of the original graph."""
         return self.view.candidates[self.class_of(node)]
 
     def random_extraction(self, seed: int) -> fx.GraphModule:
         """One graph equivalent to the original under the rules, chosen by random costs."""
-        salt = random.Random(seed).random()
 
-        def cost(eclass: str, term: bridge_fx.Term) -> float:
-            return random.Random(hash((salt, eclass, term))).random()
+        def cost(eclass: str, term: Term) -> float:  # the same in every process: no hash() of strings
+            digest = hashlib.blake2b(repr((seed, eclass, term)).encode(), digest_size=8).digest()
+            return int.from_bytes(digest, "little") / 2**64
 
         selection = extract_greedy(self.view.candidates, cost)
         return bridge_fx.to_fx(self.loaded, selection, self.view.class_of_node)

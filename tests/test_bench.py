@@ -1,7 +1,11 @@
 """eqsat bench: resuming, and the headline table's honesty (regressions shown, estimates beside Vela)."""
 
 import json
+import re
 import subprocess
+
+import pytest
+import torch
 
 from eqsat import bench
 from eqsat.extract import vela_cost
@@ -39,8 +43,8 @@ def row(model: str, stock: int, optimized: int, calibration: str) -> dict:
 def test_table_shows_a_regression_and_the_estimate_against_vela():
     table = bench.markdown_table([row("m", 1000, 1200, "x")])
     line = table.splitlines()[2]
-    assert "| 1000 | 1200 | +20.0% |" in line
-    assert "900 (-10.0%) → 1100 (-8.3%)" in line
+    assert "| 1100 | 1300 | +18.2% | 1000 → 1200 (+20.0%) |" in line  # inference cycles first, NPU cycles beside
+    assert "900 (-18.2%) → 1100 (-15.4%)" in line
     assert "transpose-compose ×3" in line and "10.0%" in line
 
 
@@ -53,19 +57,46 @@ def test_a_rerun_measures_only_missing_rows_and_rows_of_another_calibration(tmp_
     measured = []
 
     def worker(command, **_kwargs):
-        model, target, path = command[-3:]
+        spec, model, target, path = command[-4:]
+        assert spec == f"specs:{model}"
         measured.append(model)
         with open(path, "w") as out:
             json.dump(row(model, 2, 2, current), out)
         return subprocess.CompletedProcess(command, 0, "", "")
 
     monkeypatch.setattr(bench.subprocess, "run", worker)
-    rows = bench.run(["kept", "stale", "new"], [TARGET], tmp_path)
+    rows = bench.run({m: f"specs:{m}" for m in ("kept", "stale", "new")}, [TARGET], tmp_path)
     assert measured == ["stale", "new"]
     assert [r["model"] for r in rows] == ["kept", "stale", "new"]
     assert [r["stock"]["cycles_npu"] for r in rows] == [1, 2, 2]
 
 
 def test_headline_shows_the_change_the_estimate_error_and_bit_exactness():
-    line = bench.headline_table([row("m", 1000, 1200, "x")]).splitlines()[2]
-    assert line == "| m | ethos-u55-128 | 1000 | 1200 | +20.0% | 250 → 300 | -10.0% | 10.0% | yes |"
+    table = bench.headline_table([row("m", 1000, 1200, "x")])
+    line = table.splitlines()[2]
+    assert line == "| m | ethos-u55-128 | 1100 | 1300 | +18.2% | 1000 → 1200 (+20.0%) | 250 → 300 | -18.2% | 10.0% | yes |"
+    assert "1 models, 0 faster, 1 slower (m); summed inference cycles eqsat/stock = 1.182" in table
+
+
+def test_a_builder_spec_names_a_file_or_a_module_and_a_function(tmp_path):
+    source = tmp_path / "mine.py"
+    source.write_text("import torch\ndef build():\n    return torch.nn.ReLU(), (torch.zeros(1, 4),)\ndef wrong():\n    return 3\n")
+    module, inputs = bench.build(f"{source}:build")
+    assert isinstance(module, torch.nn.ReLU) and inputs[0].shape == (1, 4)
+    assert bench.load_builder("benchmarks.zoo.resnet8:build_resnet8").__name__ == "build_resnet8"
+    for spec, message in [
+        (f"{tmp_path}/absent.py:build", "no file"),
+        (f"{source}:absent", "has no function absent"),
+        ("no_such_module_here:build", "cannot import no_such_module_here"),
+        ("build", "is not FILE.py:FUNCTION or MODULE:FUNCTION"),
+        (f"{source}:wrong", "returned int, not (torch.nn.Module, example_inputs)"),
+    ]:
+        with pytest.raises(bench.ModelSpecError, match=re.escape(message)):
+            bench.build(spec)
+
+
+def test_eqsat_bench_refuses_a_bad_spec_in_one_line(capsys):
+    from eqsat.cli import main
+
+    assert main(["bench", "--model", "nowhere.py:build"]) == 2
+    assert capsys.readouterr().err.strip() == "eqsat bench: nowhere.py:build: no file nowhere.py"

@@ -38,6 +38,11 @@ class ModelSpec:
         """Return the model in eval mode and its seeded example inputs."""
         return self.builder()
 
+    @property
+    def spec(self) -> str:
+        """The builder spec `eqsat bench` takes: `module:function`."""
+        return f"{self.builder.__module__}:{self.builder.__name__}"
+
 
 _SPECS = (
     ModelSpec(

@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from eqsat.bridge_fx import Term
+from eqsat.ir import Term
 from eqsat.extract._gc import paused_gc
 from eqsat.extract.greedy import Selection, TermCost, dag_cost, extract_greedy, reachable_candidates
 from eqsat.extract.ilp import NODE_LIMIT, solve_ilp

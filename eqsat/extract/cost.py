@@ -15,6 +15,18 @@ several slices or transposes were not.
 `reshape_copies` prices that on a whole graph: the original one, and the
 extracted one before the pass accepts it.
 
+A second context: Ethos-U85 folds a TRANSPOSE into the output write of the
+convolution in front of it (the layer is named after the transpose's output
+and no layer is left for the convolution's own write; calibration measures
+this on every target, `VelaCalibratedCost.folds_transpose_into_producer`).
+It does so only when the transpose is the one reader of the convolution's
+output. `folded_transposes` prices that: such a transpose costs nothing. On
+a small model whose conv output was also returned as it was, a rewrite that
+gave that output a second reader cost +63% cycles_total on U85.
+
+`graph_cost` is the one function that prices a graph: every live term once,
+and both contexts. The pipeline's acceptance and the local search call it.
+
 Only targets with a calibration file are priced (`cost_model_for`); any
 other target is refused with the command that calibrates it, so a report
 never states a cost in a unit it does not have.
@@ -25,13 +37,14 @@ from __future__ import annotations
 from collections import Counter
 from typing import Callable, Hashable, Iterable, Mapping, Protocol
 
-from eqsat.bridge_fx import TensorType, Term
+from eqsat.ir import TensorType, Term
 from eqsat.extract import vela_cost
 
 
 class CostModel(Protocol):
     target: str
     unit: str
+    folds_transpose_into_producer: bool
 
     def cost(self, term: Term, out: TensorType | None, args: list[TensorType | None]) -> float:
         """The cost of computing term once, given its output and operand types (None: unknown).
@@ -109,3 +122,67 @@ def reshape_copies(
         return readers[term.args[0]] > 1 or (readers[value] > 1 and value in read_by_reshape)
 
     return sum(model.memory_copy(type_of(value)) for value, term in graph.items() if copied(value, term))
+
+
+CONVOLUTIONS = frozenset({"CONV2D", "DEPTHWISE_CONV2D", "TRANSPOSE_CONV2D", "MATMUL", "convolution"})
+
+
+def _opaque_name(term: Term) -> str:
+    name = term.attrs[0].split("#", 1)[0] if term.attrs and isinstance(term.attrs[0], str) else ""
+    return name.split(".")[1] if name.count(".") >= 2 else name
+
+
+def _is_convolution_output(graph: dict[Hashable, Term], value: Hashable) -> bool:
+    """value is a convolution's output, after its per-channel output RESCALE if it has one."""
+    term = graph.get(value)
+    if term is None:
+        return False
+    if (term.op == "Rescale" and len(term.attrs[1]) > 1) or (term.op == "Opaque" and _opaque_name(term) == "RESCALE"):
+        term = graph.get(term.args[0]) if term.args else None
+    return term is not None and term.op == "Opaque" and _opaque_name(term) in CONVOLUTIONS
+
+
+def folded_transposes(graph: dict[Hashable, Term], roots: Iterable[Hashable], model: CostModel) -> list[Hashable]:
+    """The TRANSPOSEs of graph that Vela folds into the write of the convolution in front of them.
+
+    On a target that folds, a transpose is folded when its operand is a convolution's output that
+    nothing else reads (and that is not a graph output).
+    """
+    if not model.folds_transpose_into_producer:
+        return []
+    readers = Counter(roots)
+    for term in graph.values():
+        readers.update(term.args)
+    return [
+        value
+        for value, term in graph.items()
+        if term.op == "Transpose" and readers[term.args[0]] == 1 and _is_convolution_output(graph, term.args[0])
+    ]
+
+
+def graph_cost(
+    graph: dict[Hashable, Term],
+    roots: list[Hashable],
+    type_of: Callable[[Hashable], TensorType | None],
+    model: CostModel,
+    term_cost: Callable[[Hashable, Term], float] | None = None,
+) -> float:
+    """What a graph costs: every term that the roots read, once, with the contexts Vela prices differently
+    (reshapes kept as copies, transposes folded into their producer).
+
+    graph maps each value to the term computing it (operands are values of graph or leaves); roots are
+    the graph outputs. term_cost(value, term) defaults to the model's cost with the types of type_of.
+    """
+    if term_cost is None:
+        term_cost = lambda value, term: model.cost(term, type_of(value), [type_of(a) for a in term.args])  # noqa: E731
+    live: dict[Hashable, Term] = {}
+    todo = list(roots)
+    while todo:
+        value = todo.pop()
+        if value in live or value not in graph:
+            continue
+        live[value] = graph[value]
+        todo.extend(graph[value].args)
+    folded = set(folded_transposes(live, roots, model))
+    total = sum(term_cost(value, term) for value, term in live.items() if value not in folded)
+    return total + reshape_copies(live, roots, type_of, model)

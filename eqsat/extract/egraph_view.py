@@ -21,7 +21,7 @@ from typing import Callable
 
 from egglog import EGraph, bindings
 
-from eqsat.bridge_fx import Term, TensorType
+from eqsat.ir import TensorType, Term
 from eqsat.extract._gc import paused_gc
 
 TENSOR_OPS = frozenset({"Opaque", "Elementwise", "Transpose", "Concat", "Slice", "Reshape", "Rescale", "Reduce", "Pad", "Table"})

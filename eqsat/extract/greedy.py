@@ -18,7 +18,7 @@ from collections import defaultdict
 from itertools import count
 from typing import Callable
 
-from eqsat.bridge_fx import Term
+from eqsat.ir import Term
 
 Selection = dict[str, Term]
 TermCost = Callable[[str, Term], float]

@@ -27,7 +27,7 @@ import numpy as np
 from scipy.optimize import Bounds, LinearConstraint, milp
 from scipy.sparse import lil_matrix
 
-from eqsat.bridge_fx import Term
+from eqsat.ir import Term
 from eqsat.extract.greedy import Selection, TermCost, reachable, reachable_candidates
 
 

@@ -26,7 +26,7 @@ import time
 from dataclasses import dataclass
 from typing import Callable
 
-from eqsat.bridge_fx import Term
+from eqsat.ir import Term
 from eqsat.extract.greedy import Selection, reachable
 
 GraphCost = Callable[[Selection], float]

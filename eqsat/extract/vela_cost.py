@@ -10,7 +10,7 @@ model that extraction can trust therefore has to be measured, per target.
 
 Overview
 --------
-`eqsat calibrate` (eqsat/extract/calibrate.py) compiles micro-benchmark TOSA
+`eqsat calibrate` (eqsat/calibration/calibrate.py) compiles micro-benchmark TOSA
 graphs with the pinned Vela and fits, per *family* of op configurations
 (`transpose/int8`, `concat/int16`, `binary/ADD`, `conv2d`, ...), two linear
 models `cycles = sum(coef[i] * feature[i])` over a few features of the
@@ -101,10 +101,10 @@ axis longer than 65536 (and, for int32, stricter limits). Calibration probes
 such shapes and records what Vela did. Prediction follows the Arm backend's
 own rule (`DecomposePermuteForU55Pass`): a transpose whose shape keeps the
 product of every (rank-2) dimensions within 2^16 always runs; any other
-transpose is compiled once with Vela (memoized, seeded from the calibration
-data) and costs `math.inf` if Vela rejects it (with `probe_vela=False`,
-it costs `math.inf` outright). Ranks above 6 are outside the TOSA profile
-and cost `math.inf` on every target.
+transpose runs only if calibration saw Vela run it, and otherwise costs
+`math.inf`. The optimizer starts no Vela process to find out (a lowering
+must not wait on one); `eqsat calibrate` probes such shapes. Ranks above 6
+are outside the TOSA profile and cost `math.inf` on every target.
 
 Future work
 -----------
@@ -117,19 +117,17 @@ fix that.
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from eqsat.bridge_fx import TensorType, Term
+from eqsat.ir import MAX_RANK, TensorType, Term
 
 CALIBRATION_DIR = Path(__file__).parent / "calibration"
 FORMAT_VERSION = 2
 """2: a family carries an "access" model beside its NPU model, and contexts and joint families are in `Op Cycles`."""
-MAX_TOSA_RANK = 6
 U55_TRANSPOSE_MAX_PRODUCT = 2**16
 """DecomposePermuteForU55Pass._MAX_PRODUCT: below it every U55 transpose runs."""
 
@@ -342,7 +340,7 @@ def _ceil_to(value: int, multiple: int) -> int:
 def _transpose_config(x: TensorType | None, out: TensorType | None, perm: tuple[int, ...], family: str) -> OpConfig:
     if x is None:
         return OpConfig(f"transpose/{dtype_name(out)}", {"one": 1.0, "passes": 1.0, "moved": float(elements(out))})
-    if len(x.shape) > MAX_TOSA_RANK:
+    if len(x.shape) > MAX_RANK:
         return INFEASIBLE
     if is_noop_transpose(x.shape, perm):
         return FREE
@@ -507,16 +505,15 @@ class VelaCalibratedCost:
     """Estimated inference cycles of one e-node on target, from target's Vela calibration file.
 
     See the module docstring for how each op is priced and what the model
-    does not see. `probe_vela`: compile U55 transposes outside the Arm
-    backend's always-supported region once with Vela to learn whether they
-    run (False: treat them as unsupported).
+    does not see.
     """
 
     target: str
     path: Path | None = None
-    probe_vela: bool = True
     unit: str = field(init=False)
     data: dict = field(init=False, repr=False)
+    folds_transpose_into_producer: bool = field(init=False)
+    """Vela folds a transpose into the write of the convolution in front of it (see eqsat.extract.cost)."""
 
     def __post_init__(self) -> None:
         path = self.path or calibration_path(self.target)
@@ -527,6 +524,7 @@ class VelaCalibratedCost:
             raise ValueError(f"{path} calibrates {self.data['target']}, not {self.target}")
         self.unit = f"estimated inference cycles (Vela {self.data['vela_version']} cycles_total calibration)"
         self._models = self.data["models"]
+        self.folds_transpose_into_producer = bool(self.data.get("folds_transpose_into_producer", False))
         self._feasibility = {_feasibility_key(*json.loads(k)): v for k, v in self.data.get("transpose_feasibility", {}).items()}
 
     def cost(self, term: Term, out: TensorType | None, args: list[TensorType | None]) -> float:
@@ -594,26 +592,8 @@ class VelaCalibratedCost:
         """Whether Vela runs this transpose on the NPU of target."""
         if target_family(self.target) != "u55" or not violates_u55_worst_case(shape):
             return True
-        known = self._feasibility.get(_feasibility_key(shape, perm, dtype))
-        if known is not None:
-            return known
-        if not self.probe_vela:
-            return False
-        return _probe_transpose(self.target, tuple(shape), tuple(perm), dtype)
+        return self._feasibility.get(_feasibility_key(shape, perm, dtype), False)
 
 
 def _feasibility_key(shape, perm, dtype: str) -> tuple:
     return tuple(shape), tuple(perm), dtype
-
-
-@functools.lru_cache(maxsize=4096)
-def _probe_transpose(target: str, shape: tuple[int, ...], perm: tuple[int, ...], dtype: str) -> bool:
-    """Compile one TRANSPOSE with Vela for target; True if it runs on the NPU."""
-    from eqsat.extract.calibration_graphs import Sample, build_tosa
-    from eqsat.vela import VelaError, estimate
-
-    graph, _ = build_tosa([Sample("transpose", {"shape": list(shape), "perm": list(perm), "dtype": dtype})])
-    try:
-        return estimate(graph, target).cpu_ops == 0
-    except VelaError:
-        return False

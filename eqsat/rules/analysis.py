@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from egglog import String, Vec, eq, function, i64, i64Like, relation, rule, ruleset, set_, union, var
 
-from eqsat.rules.guards import MAX_RANK
+from eqsat.ir import MAX_RANK
 from eqsat.terms import Tensor, dtype, shape
 
 x, t = var("x", Tensor), var("t", Tensor)

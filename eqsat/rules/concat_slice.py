@@ -31,9 +31,9 @@ from egglog import Fact, Vec, eq, i64, ruleset, var
 
 from eqsat.rules._law import law
 from eqsat.rules.analysis import concat_offset
+from eqsat.ir import MAX_RANK
 from eqsat.rules.guards import (
     MAX_CONCAT_ARITY,
-    MAX_RANK,
     adjacent_along,
     ends_after,
     is_zeros,

@@ -11,9 +11,6 @@ from egglog import Fact, UnstableFn, Vec, eq, i64
 
 from eqsat.terms import Tensor
 
-MAX_RANK = 6
-"""TOSA's maximum tensor rank."""
-
 MAX_CONCAT_ARITY = 16
 """Concat rules are generated per number of inputs up to this many."""
 

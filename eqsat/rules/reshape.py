@@ -20,7 +20,8 @@ from __future__ import annotations
 from egglog import Fact, String, Vec, eq, i64, ruleset, var
 
 from eqsat.rules._law import law
-from eqsat.rules.guards import MAX_RANK, single_operand
+from eqsat.ir import MAX_RANK
+from eqsat.rules.guards import single_operand
 from eqsat.terms import Tensor, shape
 
 x = var("x", Tensor)

@@ -17,7 +17,8 @@ from egglog import Fact, String, Vec, eq, i64, ruleset, var
 
 from eqsat.rules._law import law
 from eqsat.rules.analysis import prefix_product
-from eqsat.rules.guards import MAX_RANK, inside_unpadded, single_operand, two_operands, unpadded_start, zeros_like
+from eqsat.ir import MAX_RANK
+from eqsat.rules.guards import inside_unpadded, single_operand, two_operands, unpadded_start, zeros_like
 from eqsat.terms import Tensor, shape
 
 x, a, b = var("x", Tensor), var("a", Tensor), var("b", Tensor)

@@ -21,9 +21,9 @@ import itertools
 from egglog import Fact, String, Vec, eq, i64, ruleset, var
 
 from eqsat.rules._law import law
+from eqsat.ir import MAX_RANK
 from eqsat.rules.guards import (
     MAX_CONCAT_ARITY,
-    MAX_RANK,
     is_identity_perm,
     is_padding_of_rank,
     permuted_padding,

@@ -3,9 +3,9 @@
 import pytest
 import tosa_serializer as ts
 
-from eqsat.bridge_fx import TensorType, Term
-from eqsat.extract.calibration_graphs import _attr, _clamp, _Graph
-from eqsat.extract.cost import reshape_copies, term_costs
+from eqsat.ir import TensorType, Term
+from eqsat.calibration.graphs import _attr, _clamp, _Graph
+from eqsat.extract.cost import folded_transposes, graph_cost, reshape_copies, term_costs
 from eqsat.extract.vela_cost import VelaCalibratedCost
 from eqsat.vela import estimate
 
@@ -114,3 +114,40 @@ def test_term_costs_prices_each_configuration_once_and_as_the_model_does(model):
         assert term_cost(eclass, term) == model.cost(term, types[eclass], [types[a] for a in term.args])
     assert calls == [unary("CLAMP#1", "x"), reshape("a")]
     assert term_cost("q", leaf("q")) == model.cost(leaf("q"), None, [])  # unknown types are priced as unknown
+
+
+def conv_then_transpose(second_reader: bool) -> tuple[dict, list[str]]:
+    """CONV2D -> per-channel RESCALE -> TRANSPOSE, the RESCALE's output also returned when second_reader."""
+    graph = {
+        "x": leaf("x"),
+        "w": leaf("w"),
+        "conv": Term("Opaque", ("x", "w"), ("tosa.CONV2D.default#1",)),
+        "rescale": Term("Rescale", ("conv",), ("torch.int8", (3, 5), (30, 30), 0, 0, "")),
+        "t": Term("Transpose", ("rescale",), ((0, 2, 1),)),
+    }
+    return graph, ["t", "rescale"] if second_reader else ["t"]
+
+
+@pytest.mark.parametrize("target, folds", [("ethos-u55-128", False), ("ethos-u85-256", True)])
+def test_a_transpose_that_alone_reads_a_convolution_is_folded_where_vela_folds_it(target, folds):
+    model = VelaCalibratedCost(target)
+    assert model.folds_transpose_into_producer == folds
+    alone, roots = conv_then_transpose(second_reader=False)
+    assert folded_transposes(alone, roots, model) == (["t"] if folds else [])
+    shared, roots = conv_then_transpose(second_reader=True)
+    assert folded_transposes(shared, roots, model) == []
+    priced = graph_cost(alone, ["t"], lambda _value: TYPE, model)
+    unfolded = graph_cost(alone, ["t"], lambda _value: TYPE, model, lambda v, t: model.cost(t, TYPE, [TYPE] * len(t.args)))
+    assert priced == unfolded  # the same term costs: graph_cost's default prices each term with the model
+    transpose = model.cost(alone["t"], TYPE, [TYPE])
+    assert graph_cost(shared, ["t", "rescale"], lambda _value: TYPE, model) - priced == pytest.approx(transpose if folds else 0.0)
+
+
+@pytest.mark.parametrize("target, folds", [("ethos-u55-128", False), ("ethos-u85-256", True)])
+def test_vela_writes_a_convolution_output_transposed_only_where_the_calibration_says_so(target, folds):
+    from eqsat.calibration.graphs import Sample, build_tosa
+
+    graph, layouts = build_tosa([Sample("ctx_transpose_conv", {"h": 8, "w": 8, "c": 16, "order": "after"})])
+    names = [layer.name for layer in estimate(graph, target).layers]
+    (transposed,) = [t for t, role in layouts[0].producer.items() if role == "transpose"]
+    assert all(name == transposed for name in names) == folds, names  # no layer writes the convolution's own output

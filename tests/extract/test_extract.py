@@ -7,7 +7,7 @@ import math
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from eqsat.bridge_fx import Term
+from eqsat.ir import Term
 from eqsat.extract import extract
 from eqsat.extract.greedy import dag_cost, extract_greedy, reachable
 from eqsat.extract.ilp import extract_ilp

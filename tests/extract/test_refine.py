@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from eqsat.bridge_fx import TensorType, Term
+from eqsat.ir import TensorType, Term
 from eqsat.extract import extract
 from eqsat.extract.cost import reshape_copies
 from eqsat.extract.greedy import reachable

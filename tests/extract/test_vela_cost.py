@@ -6,7 +6,7 @@ import math
 import pytest
 import torch
 
-from eqsat.bridge_fx import TensorType, Term
+from eqsat.ir import TensorType, Term
 from eqsat.extract.cost import UncalibratedTargetError, cost_model_for
 from eqsat.extract.vela_cost import VelaCalibratedCost, calibration_path, has_calibration, vela_version
 
@@ -64,7 +64,7 @@ def test_u55_pays_more_than_u85_for_a_rank_5_reversal():
 
 
 def test_a_transpose_u55_cannot_run_is_infinite():
-    model = VelaCalibratedCost("ethos-u55-128", probe_vela=False)
+    model = VelaCalibratedCost("ethos-u55-128")
     rejected = [json.loads(k) for k, ok in model.data["transpose_feasibility"].items() if not ok]
     assert rejected, "calibration found no transpose that Vela rejects on U55"
     for shape, perm, dtype in rejected:
@@ -137,7 +137,7 @@ def test_a_batched_slice_pays_one_copy_per_leading_index(model):
     ],
 )
 def test_transpose_passes_match_the_layers_vela_runs(target, shape, perm):
-    from eqsat.extract.calibration_graphs import Sample, build_tosa
+    from eqsat.calibration.graphs import Sample, build_tosa
     from eqsat.extract.vela_cost import target_family, transpose_passes
     from eqsat.vela import estimate
 
@@ -162,7 +162,7 @@ def test_a_table_term_costs_what_the_opaque_table_it_was_read_as_cost(model, dty
 
 
 def vela_layers(shape, perm, target):
-    from eqsat.extract.calibration_graphs import Sample, build_tosa
+    from eqsat.calibration.graphs import Sample, build_tosa
     from eqsat.vela import estimate
 
     graph, _ = build_tosa([Sample("transpose", {"shape": list(shape), "perm": list(perm), "dtype": "int8"})])

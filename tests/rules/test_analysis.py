@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from eqsat.bridge_fx import Term
+from eqsat.ir import Term
 from eqsat.rules import analysis
 from eqsat.rules.transpose import transpose
 from tests.graphs import GraphBuilder

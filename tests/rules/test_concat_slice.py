@@ -16,7 +16,7 @@ from executorch.backends.arm._passes.quant_args import QuantArgs
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from eqsat.bridge_fx import Term
+from eqsat.ir import Term
 from eqsat.rules.concat_slice import concat_slice
 from tests.graphs import GraphBuilder
 from tests.rules.harness import Saturated

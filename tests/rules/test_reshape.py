@@ -9,7 +9,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from eqsat.bridge_fx import Term
+from eqsat.ir import Term
 from eqsat.rules.reshape import reshape
 from eqsat.rules.slice_pushdown import slice_pushdown
 from eqsat.rules.transpose import transpose

@@ -11,7 +11,7 @@ from executorch.exir.dialects._ops import ops as exir_ops
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from eqsat.bridge_fx import Term
+from eqsat.ir import Term
 from eqsat.rules.reshape import reshape
 from eqsat.rules.slice_pushdown import slice_pushdown
 from eqsat.rules.transpose import transpose

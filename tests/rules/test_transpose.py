@@ -9,7 +9,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from eqsat.bridge_fx import Term
+from eqsat.ir import Term
 from eqsat.rules.transpose import transpose
 from tests.graphs import GraphBuilder
 from tests.rules.harness import Saturated

@@ -4,7 +4,7 @@ Motivation
 ----------
 A fitted model is only as good as the shapes it was fitted on. Its score is
 honest only on shapes it was not fitted on. The grid spreads each kind of
-sample (eqsat/extract/calibration_graphs.py) over the ranks, dtypes, sizes
+sample (eqsat/calibration/graphs.py) over the ranks, dtypes, sizes
 and contexts that the zoo models use, and it keeps a held-out split apart
 from the fit.
 
@@ -35,7 +35,7 @@ import math
 import random
 
 from eqsat.extract import vela_cost
-from eqsat.extract.calibration_graphs import Sample
+from eqsat.calibration.graphs import Sample
 
 def _shape(rng: random.Random, rank: int, low: int = 16, high: int = 32768, dims=(1, 2, 3, 4, 5, 7, 8, 12, 16, 24, 32, 48, 64)) -> list[int]:
     while True:

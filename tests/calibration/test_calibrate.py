@@ -4,10 +4,10 @@ import json
 
 import pytest
 
-from eqsat.extract import calibrate
-from eqsat.extract.calibration_fit import sample_config
-from eqsat.extract.calibration_graphs import Sample, build_tosa
-from eqsat.extract.calibration_grid import grid
+from eqsat.calibration import calibrate
+from eqsat.calibration.fit import sample_config
+from eqsat.calibration.graphs import Sample, build_tosa
+from eqsat.calibration.grid import grid
 from eqsat.extract.vela_cost import VelaCalibratedCost, transpose_passes, vela_version
 from eqsat.vela import LayerCycles
 

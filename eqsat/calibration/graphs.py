@@ -5,8 +5,8 @@ Motivation
 What Vela charges for an op depends on the op and on the context in which Vela
 fuses it (DESIGN §1). To measure this, calibration needs small graphs. Every
 layer that Vela reports for such a graph must trace back to the op that
-caused it. This module builds those graphs. `eqsat.extract.calibrate`
-compiles them with Vela, and eqsat/extract/calibration_grid.py chooses their
+caused it. This module builds those graphs. `eqsat.calibration.calibrate`
+compiles them with Vela, and eqsat/calibration/grid.py chooses their
 shapes.
 
 Overview
@@ -43,7 +43,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import tosa_serializer as ts
 
-from eqsat.bridge_fx import TensorType, Term
+from eqsat.ir import TensorType, Term
 
 TOSA_VERSION = (1, 0)  # what the Arm backend emits for Ethos-U (TOSA-1.0+INT)
 

@@ -5,7 +5,7 @@ Motivation
 `eqsat.extract.vela_cost.VelaCalibratedCost` prices an op as a linear
 function of features of its configuration, with one set of coefficients for
 each family and target. This module finds those coefficients from the
-samples that `eqsat.extract.calibrate` measured with Vela. It describes each
+samples that `eqsat.calibration.calibrate` measured with Vela. It describes each
 sample through `vela_cost.op_config`, the same function the cost model uses,
 so fitting and pricing always agree on families and features.
 
@@ -46,9 +46,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from eqsat.bridge_fx import TensorType, Term
+from eqsat.ir import TensorType, Term
 from eqsat.extract import vela_cost
-from eqsat.extract.calibration_graphs import Sample, conv_geometry, deserialize_node
+from eqsat.calibration.graphs import Sample, conv_geometry, deserialize_node
 from eqsat.extract.vela_cost import OpConfig, op_config
 
 _PASS_KINDS = ("021", "102", "210", "120", "201")
@@ -429,3 +429,10 @@ def transpose_feasibility(records: list[dict]) -> dict[str, bool]:
         p = record["params"]
         found[json.dumps([p["shape"], p["perm"], p["dtype"]])] = record["status"] == "ok"
     return dict(sorted(found.items()))
+
+
+def folds_transpose_into_producer(records: list[dict]) -> bool:
+    """Whether Vela wrote a convolution's output transposed: in every measured conv -> TRANSPOSE context,
+    all cycles landed on the transpose's output tensor and none on the convolution's own."""
+    after = [r for r in records if r["kind"] == "ctx_transpose_conv" and r["params"]["order"] == "after" and r["status"] == "ok"]
+    return bool(after) and all(measured(r, "total")[0].get("producer", 0) == 0 for r in after)

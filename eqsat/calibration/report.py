@@ -6,11 +6,11 @@ Two views, both against the pinned Vela:
 - per zoo model and target: the cost model's estimate of the graph at eqsat's
   insertion point (the pass reports' `cost_before`, summed over delegates)
   against Vela's `cycles_total` for the TOSA of the stock lowering. These come
-  from `eqsat bench` rows (benchmarks/results/runs/); rows measured with
-  another calibration file are rerun.
+  from the `eqsat bench` rows of a results directory; rows measured with
+  another calibration file are left out (and counted).
 
-The report is written to benchmarks/results/calibration_report.md with a
-scatter plot of estimate against Vela.
+The report is written where it is told, with a scatter plot of estimate
+against Vela beside it.
 """
 
 from __future__ import annotations
@@ -22,13 +22,11 @@ from pathlib import Path
 import numpy as np
 
 from eqsat.extract import vela_cost
-from eqsat.extract.calibrate import DEFAULT_WORKDIR, measure
-from eqsat.extract.calibration_fit import chain_configs, observations, quality
-from eqsat.extract.calibration_grid import grid
+from eqsat.calibration.calibrate import DEFAULT_WORKDIR, measure
+from eqsat.calibration.fit import chain_configs, observations, quality
+from eqsat.calibration.grid import grid
 from eqsat.extract.vela_cost import OpConfig
 
-REPORT_PATH = Path("benchmarks/results/calibration_report.md")
-BENCH_RESULTS = Path("benchmarks/results")
 
 
 def spearman(a, b) -> float:
@@ -44,7 +42,7 @@ def heldout_scores(target: str, workdir: Path = DEFAULT_WORKDIR, *, jobs: int = 
 
     Whole chains (`ctx_chain`) are scored on their total cycles, as `chain`.
     """
-    model = vela_cost.VelaCalibratedCost(target, probe_vela=False)
+    model = vela_cost.VelaCalibratedCost(target)
     samples = grid(target, "heldout", scale)
     records = measure(samples, target, workdir, jobs=jobs, progress=progress)
     pairs: dict[str, list[tuple[float, float]]] = {}
@@ -67,18 +65,23 @@ def heldout_scores(target: str, workdir: Path = DEFAULT_WORKDIR, *, jobs: int = 
     return scores
 
 
-def zoo_rows(targets: list[str], models: list[str] | None = None, results: Path = BENCH_RESULTS) -> list[dict]:
-    """Per zoo model and target: estimate at the insertion point and Vela's cycles_total, from `eqsat bench` rows."""
-    from benchmarks.zoo import ZOO
-    from eqsat import bench
+def model_rows(targets: list[str], results: Path) -> tuple[list[dict], int]:
+    """Per benchmarked model and target: the estimate at the insertion point and Vela's cycles_total.
 
-    rows = bench.run(models or list(ZOO), targets, results)
-    bench.write_results(rows, results)
-    accuracy = []
-    for row in rows:
+    Read from the rows `eqsat bench` left in results/runs/; rows measured with another calibration
+    file than the target's current one are left out. Returns (rows, how many were left out).
+    """
+    rows, stale = [], 0
+    for run in sorted((Path(results) / "runs").glob("*.json")):
+        row = json.loads(run.read_text())
+        if row["target"] not in targets:
+            continue
+        if row.get("calibration") != vela_cost.calibration_digest(row["target"]):
+            stale += 1
+            continue
         estimates = [r["cost_before"] for r in row["reports"]]
         complete = bool(estimates) and all(e is not None for e in estimates)
-        accuracy.append(
+        rows.append(
             {
                 "model": row["model"],
                 "target": row["target"],
@@ -86,7 +89,7 @@ def zoo_rows(targets: list[str], models: list[str] | None = None, results: Path 
                 "vela_cycles_total": row["stock"]["cycles_total"],
             }
         )
-    return accuracy
+    return rows, stale
 
 
 def _percent(predicted: float, measured: float) -> float:
@@ -125,13 +128,14 @@ def _fmt(value, digits: int = 2) -> str:
     return f"{value:.{digits}f}"
 
 
-def write_report(targets: list[str], workdir: Path = DEFAULT_WORKDIR, *, jobs: int = 2, path: Path = REPORT_PATH, models: list[str] | None = None) -> Path:
-    """benchmarks/results/calibration_report.md (+ calibration_zoo.png): fit quality, held-out rank correlation, zoo accuracy."""
+def write_report(targets: list[str], path: Path, results: Path, workdir: Path = DEFAULT_WORKDIR, *, jobs: int = 2) -> Path:
+    """The report at path (+ calibration_zoo.png beside it): fit quality, held-out rank correlation, and
+    the accuracy on the models benchmarked in results (`eqsat bench --out results`)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     data = {t: json.loads(vela_cost.calibration_path(t).read_text()) for t in targets}
     heldout = {t: heldout_scores(t, workdir, jobs=jobs) for t in targets}
-    rows = zoo_rows(targets, models)
+    rows, stale = model_rows(targets, results)
     plot_path = path.with_name("calibration_zoo.png")
     if rows:
         _plot(rows, plot_path)
@@ -146,7 +150,8 @@ def write_report(targets: list[str], workdir: Path = DEFAULT_WORKDIR, *, jobs: i
     lines += ["", "## Whole models: estimate at eqsat's insertion point vs Vela", ""]
     lines += ["`predicted` is the sum over delegates of the pass reports' `cost_before`: the estimate of the graph",
               "eqsat is given, before any rewrite. `Vela` is `cycles_total` of the stock lowering's TOSA. Both come from",
-              "the `eqsat bench` rows in benchmarks/results/runs/.", ""]
+              f"the `eqsat bench` rows in {results}/runs/ measured with the current calibration"
+              + (f" ({stale} rows of an older calibration left out: rerun `eqsat bench --out {results}`)." if stale else "."), ""]
     lines += ["| model | " + " | ".join(f"{t} predicted | {t} Vela | error" for t in targets) + " |"]
     lines += ["|---|" + "---:|---:|---:|" * len(targets)]
     by_model: dict[str, dict[str, dict]] = {}

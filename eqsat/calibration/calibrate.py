@@ -14,19 +14,19 @@ Overview
 --------
 1. `calibration_grid.grid(target, split)` lists the `Sample`s: a kind and
    its parameters. The graphs that each kind stands for are described in
-   eqsat/extract/calibration_graphs.py: single ops, hand-built contexts, and
+   eqsat/calibration/graphs.py: single ops, hand-built contexts, and
    `module` bundles of torch blocks that the Arm backend lowers.
 2. `measure` compiles the samples, several per TOSA graph (as independent
    subgraphs whose tensors carry the prefix `s<i>_`), in `jobs` parallel Vela
    processes. Each `module` bundle is lowered in its own process
-   (`python -m eqsat.extract.calibrate block ...`, see `lower_block`).
+   (`python -m eqsat.calibration.calibrate block ...`, see `lower_block`).
    `measure` appends one JSON line per sample to
    `<workdir>/<target>/samples.jsonl`. Samples already there are skipped, so
    an interrupted calibration resumes. A graph that Vela rejects, or whose
    layers cannot each be attributed to one sample, is bisected down to
    single samples.
 3. `calibration_fit.fit` turns the measured samples into observations and
-   fits every family (eqsat/extract/calibration_fit.py).
+   fits every family (eqsat/calibration/fit.py).
 4. `calibrate` writes eqsat/extract/calibration/<target>.json with the Vela
    version, the target, the system config, the memory mode, the
    coefficients, the fit quality (R², mean absolute % error) and the
@@ -41,7 +41,7 @@ layer. Batching does not change a sample's cycles. This was checked when this
 module was written, on one sample of every kind, batched and alone, on both
 targets.
 
-`eqsat calibrate --report` (eqsat/extract/calibration_report.py) scores the
+`eqsat calibrate --report` (eqsat/calibration/report.py) scores the
 models on held-out shapes and on the whole zoo models.
 """
 
@@ -57,9 +57,9 @@ import time
 from pathlib import Path
 
 from eqsat.extract import vela_cost
-from eqsat.extract.calibration_fit import fit, transpose_feasibility
-from eqsat.extract.calibration_graphs import Layout, Sample, build_tosa, context_bundle, serialize_node
-from eqsat.extract.calibration_grid import grid
+from eqsat.calibration.fit import fit, folds_transpose_into_producer, transpose_feasibility
+from eqsat.calibration.graphs import Layout, Sample, build_tosa, context_bundle, serialize_node
+from eqsat.calibration.grid import grid
 from eqsat.extract.vela_cost import FORMAT_VERSION
 
 DEFAULT_WORKDIR = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "eqsat" / "calibration"
@@ -264,7 +264,7 @@ def measure_block(samples: list[Sample], target: str, version: str) -> list[dict
     with tempfile.TemporaryDirectory(prefix="eqsat-calibrate-") as directory:
         out = Path(directory) / "block.json"
         worker = subprocess.run(
-            [sys.executable, "-m", "eqsat.extract.calibrate", "block", json.dumps(sample.params), target, str(out)],
+            [sys.executable, "-m", "eqsat.calibration.calibrate", "block", json.dumps(sample.params), target, str(out)],
             capture_output=True,
             text=True,
         )
@@ -312,6 +312,7 @@ def calibrate(target: str, *, workdir: Path = DEFAULT_WORKDIR, jobs: int = 2, sc
         "seconds": round(time.perf_counter() - started, 1),
         "models": models,
         "transpose_feasibility": transpose_feasibility(measured),
+        "folds_transpose_into_producer": folds_transpose_into_producer(measured),
         "rejected": sorted(r["key"] for r in measured if r["status"] != "ok"),
     }
     path = Path(out) if out is not None else vela_cost.calibration_path(target)

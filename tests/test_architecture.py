@@ -1,0 +1,67 @@
+"""The layering of docs/architecture.md, checked on the source: which modules may import which."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGE = ROOT / "eqsat"
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(ROOT).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+MODULES = {module_name(p): p for p in PACKAGE.rglob("*.py")}
+
+
+def direct_imports(module: str) -> set[str]:
+    """Every module named by an import statement of module, at any depth of its code."""
+    found = set()
+    for node in ast.walk(ast.parse(MODULES[module].read_text())):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            found.add(node.module)
+            found.update(f"{node.module}.{alias.name}" for alias in node.names if f"{node.module}.{alias.name}" in MODULES)
+    return found
+
+
+def reachable_imports(module: str) -> set[str]:
+    """The modules module imports, directly or through eqsat's own modules and their parent packages
+    (not through the root package `eqsat`, whose __init__ is the public API that imports everything)."""
+    found, visited, todo = set(), {module}, [module]
+    while todo:
+        for name in direct_imports(todo.pop()):
+            found.add(name)
+            parents = [".".join(name.split(".")[:i]) for i in range(2, name.count(".") + 1)]
+            for m in [name, *parents]:
+                if m in MODULES and m != "eqsat" and m not in visited:
+                    visited.add(m)
+                    todo.append(m)
+    return found
+
+
+def top_level(names: set[str]) -> set[str]:
+    return {n.split(".")[0] for n in names}
+
+
+@pytest.mark.parametrize("module", sorted(m for m in MODULES if m.startswith("eqsat.extract") or m == "eqsat.ir"))
+def test_the_term_language_extractors_and_cost_model_import_no_torch_and_no_bridge(module):
+    imported = reachable_imports(module)
+    assert not top_level(imported) & {"torch", "executorch"}, sorted(imported)
+    assert "eqsat.bridge_fx" not in imported
+
+
+@pytest.mark.parametrize("module", sorted(MODULES))
+def test_the_package_imports_no_benchmarks(module):
+    assert "benchmarks" not in top_level(direct_imports(module))
+
+
+@pytest.mark.parametrize("module", ["eqsat.pipeline", "eqsat.arm_pass", "eqsat.bridge_fx", "eqsat.rules", "eqsat.extract"])
+def test_the_optimizer_does_not_import_the_calibration_tooling(module):
+    assert not {n for n in reachable_imports(module) if n.startswith("eqsat.calibration")}
