@@ -144,9 +144,11 @@ def _read_tosa_slice(node: fx.Node, index: Callable[[fx.Node], int]) -> Term | N
 
 
 def _read_aten_slice(node: fx.Node, index: Callable[[fx.Node], int]) -> Term | None:
-    x = node.args[0]
+    """aten slice_copy(self, dim=0, start=None, end=None, step=1), arguments given by position or keyword;
+    a step other than 1 stays opaque."""
+    arguments = {"dim": 0, "start": None, "end": None, "step": 1, **dict(zip(("self", "dim", "start", "end", "step"), node.args)), **node.kwargs}
+    x, dim, start, step = arguments["self"], arguments["dim"], arguments["start"], arguments["step"]
     in_shape, out_shape = _static_shape(x), _static_shape(node)
-    dim, start, end, step = (list(node.args[1:]) + [0, None, None, 1][len(node.args) - 1 :])[:4]
     if in_shape is None or out_shape is None or step != 1:
         return None
     dim = _normalize_axis(dim, len(in_shape))
@@ -513,6 +515,33 @@ def _loaded_nodes(graph: fx.Graph) -> Iterator[fx.Node]:
     return (n for n in graph.nodes if n.op != "output")
 
 
+@dataclass
+class Read:
+    """An FX graph as terms, without an e-graph: `terms[i]` is `nodes[i]` read (args are node indices),
+    `outputs` the node index of each output slot that is a node."""
+
+    nodes: list[fx.Node]
+    terms: list[Term]
+    outputs: list[int]
+
+    def graph(self) -> dict[int, Term]:
+        return dict(enumerate(self.terms))
+
+    def type_of(self, index: int) -> TensorType | None:
+        return tensor_type(self.nodes[index])
+
+
+def read_graph(graph_module: fx.GraphModule) -> Read:
+    """Every node of graph_module as a term, as to_egraph reads it: what a graph costs is priced from this."""
+    nodes = list(_loaded_nodes(graph_module.graph))
+    index_of = {n: i for i, n in enumerate(nodes)}
+    keys: dict[str, str] = {}
+    terms_read = [read_node(n, index_of.__getitem__, keys, False) for n in nodes]
+    output_node = next(n for n in graph_module.graph.nodes if n.op == "output")
+    slots = list(output_node.args[0]) if isinstance(output_node.args[0], (list, tuple)) else [output_node.args[0]]
+    return Read(nodes, terms_read, [index_of[s] for s in slots if isinstance(s, fx.Node)])
+
+
 CHECKPOINT_EVERY = 256
 """Nodes read or written between two calls of a caller's checkpoint."""
 
@@ -539,6 +568,10 @@ def to_egraph(
     output_node = next((n for n in graph_module.graph.nodes if n.op == "output"), None)
     if output_node is None:
         raise ValueError("the graph has no output node")
+    effects = [n for n in graph_module.graph.nodes if n.op == "call_function" and not n.users and n.is_impure()]
+    if effects:  # write-back emits what the outputs read: these would be lost
+        names = ", ".join(f"{n.name} ({op_name(n.target)})" for n in effects[:3])
+        raise ValueError(f"the graph has nodes with side effects that nothing reads: {names}")
     nodes = list(_loaded_nodes(graph_module.graph))
     index_of = {n: i for i, n in enumerate(nodes)}
     keys: dict[str, str] = {}

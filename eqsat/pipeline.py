@@ -30,6 +30,7 @@ from __future__ import annotations
 import dataclasses
 import gc
 import logging
+import math
 import os
 import pickle
 import resource
@@ -257,11 +258,26 @@ def _phase(report: Report, name: str) -> Iterator[None]:
         report.phase_seconds[name] = report.phase_seconds.get(name, 0.0) + time.perf_counter() - started
 
 
-def original_cost(loaded: bridge_fx.Loaded, model: cost_models.CostModel) -> float:
-    """The cost of the graph as it is (eqsat.extract.cost.graph_cost over its FX nodes)."""
-    graph = {loaded.index_of[n]: loaded.terms[loaded.index_of[n]] for n in loaded.nodes}
-    outputs = [i for i in loaded.outputs if i is not None]
-    return cost_models.graph_cost(graph, outputs, lambda index: bridge_fx.tensor_type(loaded.nodes[index]), model)
+def fx_graph_cost(graph_module: fx.GraphModule, model: cost_models.CostModel) -> float:
+    """What an FX graph costs, read node by node (eqsat.extract.cost.graph_cost): the graph the pass was
+    given, and the graph it wrote back, are priced the same way."""
+    read = bridge_fx.read_graph(graph_module)
+    return cost_models.graph_cost(read.graph(), read.outputs, read.type_of, model)
+
+
+def accepts(before: float, after: float, options: Options) -> bool:
+    """Whether a graph costing `after` replaces one costing `before`.
+
+    A cost the model cannot give (infinite or NaN: an op the target cannot run, or no price at all)
+    never replaces anything, nor is anything compared with it.
+    """
+    if not (math.isfinite(before) and math.isfinite(after)):
+        return False
+    # Both totals are float sums taken in different orders: equal graphs may differ in the last bits.
+    noise = COST_TOLERANCE * max(1.0, abs(before))
+    if options.accept == "always":
+        return after <= before + noise
+    return after < before * (1.0 - options.min_saving) - noise
 
 
 def _check_outputs(original: fx.GraphModule, optimized: fx.GraphModule) -> None:
@@ -456,17 +472,21 @@ def _rebuild(
     for phase in report.clock_stops:
         logger.info("eqsat: the wall-clock safety net stopped %s (time limit %g s); its result depends on the machine's load", phase, options.time_limit)
 
-    # Both totals are float sums taken in different orders: equal graphs may differ in the last bits.
-    noise = COST_TOLERANCE * max(1.0, abs(report.cost_before))
-    accepted = report.cost_after < report.cost_before * (1.0 - options.min_saving) - noise or (
-        options.accept == "always" and report.cost_after <= report.cost_before + noise
-    )
-    if not accepted:
+    if not accepts(report.cost_before, report.cost_after, options):
+        if not math.isfinite(report.cost_before):
+            logger.info("eqsat: the cost model cannot price the graph as given (%s); it stays as it is", report.cost_before)
         return None
     # FX finishing the graph cannot be interrupted: write-back gives up early enough to leave it time.
     reserve = FINISH_SECONDS_PER_NODE * len(loaded.nodes)
     with _phase(report, "write_back"):
-        return bridge_fx.to_fx(loaded, found.selection, found.class_of_node, checkpoint=lambda: deadlines.check(reserve))
+        written = bridge_fx.to_fx(loaded, found.selection, found.class_of_node, checkpoint=lambda: deadlines.check(reserve))
+    with _phase(report, "check"):
+        # the graph as written (an aten slice of a box is one node per cut dimension, say) is priced again
+        report.cost_after = fx_graph_cost(written, model)
+    if not accepts(report.cost_before, report.cost_after, options):
+        logger.info("eqsat: the written-back graph costs %.1f, the original %.1f; keeping the original", report.cost_after, report.cost_before)
+        return None
+    return written
 
 
 def optimize(graph_module: fx.GraphModule, target: str = "ethos-u55-128", **options) -> tuple[fx.GraphModule, Report]:
@@ -487,7 +507,7 @@ def optimize(graph_module: fx.GraphModule, target: str = "ethos-u55-128", **opti
             with _phase(report, "load"):
                 loaded = bridge_fx.to_egraph(graph_module, merge_duplicates=parsed.merge_duplicates, checkpoint=deadlines.check)
             report.dialect = loaded.dialect
-            report.cost_before = original_cost(loaded, model)
+            report.cost_before = fx_graph_cost(graph_module, model)
             deadlines.check()
             optimized = _rebuild(loaded, model, parsed, deadlines, report)
             if optimized is not None:
@@ -501,6 +521,7 @@ def optimize(graph_module: fx.GraphModule, target: str = "ethos-u55-128", **opti
             report.stop_reason = error.limit
         report.fallback = f"{type(error).__name__}: {error}"
         message = f"eqsat: kept the unmodified graph because of {report.fallback}"
+        logger.debug("eqsat: the failure behind the fallback", exc_info=error)
         logger.warning(message)
         warnings.warn(message, RuntimeWarning, stacklevel=2)
         optimized = None

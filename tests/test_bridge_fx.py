@@ -318,3 +318,43 @@ def test_tosa_table_is_a_table_term_and_a_new_table_copies_the_original():
     assert len(tables) == 1 and tables[0].args[0].target == TOSA.TRANSPOSE.default and tables[0].args[1].op == "get_attr"
     assert tuple(tables[0].meta["val"].shape) == (1, 3, 4, 2)
     assert tables[0].meta["output_qparams"] == {0: "qparams of the table"}
+
+
+def test_an_aten_slice_is_read_from_keywords_and_defaults_alike():
+    g = GraphBuilder()
+    x = g.input("x", (1, 6, 4))
+    by_position = g.call(aten.slice_copy.Tensor, x, 1, 2, 5)
+    by_keyword = g.call(aten.slice_copy.Tensor, x, dim=1, start=2, end=5)
+    defaults = g.call(aten.slice_copy.Tensor, x, end=1)  # dim 0, start 0
+    gm = g.output(g.call(aten.cat.default, [by_position, by_keyword], 2), defaults)
+    loaded = bridge_fx.to_egraph(gm)
+    term = lambda node: loaded.terms[loaded.index_of[node]]  # noqa: E731
+    assert term(by_position) == term(by_keyword) == bridge_fx.Term("Slice", (loaded.index_of[x],), ((0, 2, 0), (1, 3, 4)))
+    assert term(defaults) == bridge_fx.Term("Slice", (loaded.index_of[x],), ((0, 0, 0), (1, 6, 4)))
+
+
+def test_an_aten_slice_with_a_step_stays_opaque_however_the_step_is_given():
+    g = GraphBuilder()
+    x = g.input("x", (1, 6, 4))
+    positional = g.call(aten.slice_copy.Tensor, x, 1, 0, 6, 2)
+    keyword = g.call(aten.slice_copy.Tensor, x, dim=1, step=2)
+    gm = g.output(positional, keyword)
+    loaded = bridge_fx.to_egraph(gm)
+    assert {loaded.terms[loaded.index_of[n]].op for n in (positional, keyword)} == {"Opaque"}
+    _, _, rebuilt = round_trip(gm)
+    assert_bit_identical(gm, rebuilt)
+
+
+def test_a_graph_with_a_side_effect_nothing_reads_comes_back_untouched_with_the_reason():
+    import eqsat
+
+    g = GraphBuilder()
+    x = g.input("x", (1, 2, 3, 4))
+    there = g.call(aten.permute_copy.default, x, [0, 2, 3, 1])
+    back = g.call(aten.permute_copy.default, there, [0, 3, 1, 2])
+    g.graph.call_function(torch.ops.aten._assert_scalar.default, (True, "a check"))
+    gm = g.output(g.call(aten.neg.default, back))
+    with pytest.warns(RuntimeWarning, match="side effects"):
+        result, report = eqsat.optimize(gm, target="ethos-u55-128")
+    assert result is gm and "_assert_scalar" in report.fallback
+    assert any(n.target == torch.ops.aten._assert_scalar.default for n in result.graph.nodes)

@@ -184,3 +184,34 @@ def test_acceptance_rejects_a_rewrite_that_saves_npu_cycles_but_costs_inference_
     monkeypatch.setattr(pipeline.cost_models, "cost_model_for", lambda t: npu_only(real(t)))
     _, believed = eqsat.optimize(gm, target=target, min_saving=0.0)
     assert believed.changed, "without memory-access costs the rank-lowered transpose looks cheaper"
+
+
+def cancelling_permutes():
+    g = GraphBuilder()
+    x = g.input("x", (1, 4, 8, 16))
+    there = g.call(aten.permute_copy.default, x, [0, 2, 3, 1])
+    return g.output(g.call(aten.neg.default, g.call(aten.permute_copy.default, there, [0, 3, 1, 2])))
+
+
+def test_the_written_back_graph_is_priced_again_and_kept_only_if_cheaper(monkeypatch):
+    gm = cancelling_permutes()
+    optimized, report = eqsat.optimize(gm)
+    assert report.changed and report.cost_after == pipeline.fx_graph_cost(optimized, pipeline.cost_models.cost_model_for(report.target))
+    dearer = cancelling_permutes()  # stands in for a write-back that came out dearer than its selection
+    monkeypatch.setattr(pipeline.bridge_fx, "to_fx", lambda *args, **kwargs: dearer)
+    result, report = eqsat.optimize(gm)
+    assert result is gm and not report.changed and report.fallback is None
+
+
+def test_a_fallback_logs_its_reason_as_a_warning_and_its_traceback_for_debugging(monkeypatch, caplog):
+    def broken(*args, **kwargs):
+        raise RuntimeError("a bug in write-back")
+
+    monkeypatch.setattr(pipeline.bridge_fx, "to_fx", broken)
+    with caplog.at_level("DEBUG", logger="eqsat"), pytest.warns(RuntimeWarning, match="a bug in write-back"):
+        result, report = eqsat.optimize(cancelling_permutes())
+    assert "a bug in write-back" in report.fallback
+    warning = [r for r in caplog.records if r.levelname == "WARNING"]
+    debug = [r for r in caplog.records if r.levelname == "DEBUG" and r.exc_info]
+    assert warning and "a bug in write-back" in warning[0].getMessage()
+    assert debug and debug[0].exc_info[0] is RuntimeError

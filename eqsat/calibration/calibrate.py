@@ -223,29 +223,22 @@ def lower_block(params: dict, target: str) -> dict:
     import tempfile
 
     import eqsat
-    from eqsat import bridge_fx, lowering, pipeline, vela
-
-    nodes: list = []
-    original = pipeline.original_cost
-
-    def recording(loaded, model):
-        for node in loaded.nodes:
-            if node.users or node.op == "placeholder":
-                term = loaded.terms[loaded.index_of[node]]
-                args = [bridge_fx.tensor_type(loaded.nodes[a]) for a in term.args]
-                nodes.append(serialize_node(term, bridge_fx.tensor_type(node), args))
-        return original(loaded, model)
+    from eqsat import bridge_fx, lowering, vela
 
     module, inputs = context_bundle(params)
     program = lowering.quantize(module, inputs, target)
-    pipeline.original_cost = recording
-    eqsat.install(target=target, rules=())
+    eqsat_pass = eqsat.install(target=target, rules=(), keep_inputs=True)
     try:
         with tempfile.TemporaryDirectory(prefix="eqsat-calibrate-") as directory:
             lowered = lowering.lower(program, target, workdir=directory)
     finally:
         eqsat.uninstall()
-        pipeline.original_cost = original
+    nodes: list = []
+    for graph_module in eqsat_pass.input_graphs:
+        read = bridge_fx.read_graph(graph_module)
+        for i, (node, term) in enumerate(zip(read.nodes, read.terms)):
+            if node.users or node.op == "placeholder":
+                nodes.append(serialize_node(term, read.type_of(i), [read.type_of(a) for a in term.args]))
     estimates = [vela.estimate(graph, target) for graph in lowered.tosa_flatbuffers]
     cycles = {
         "npu": sum(e.cycles_npu for e in estimates),
