@@ -34,6 +34,8 @@ never states a cost in a unit it does not have.
 
 from __future__ import annotations
 
+import logging
+import warnings
 from collections import Counter
 from typing import Callable, Hashable, Iterable, Mapping, Protocol
 
@@ -68,9 +70,27 @@ def cost_model_for(target: str) -> CostModel:
     if not vela_cost.has_calibration(target):
         raise UncalibratedTargetError(
             f"no cost-model calibration for {target}: run `eqsat calibrate --target {target}` "
-            f"(about 45 minutes on 2 cores; calibrated: {', '.join(vela_cost.calibrated_targets())})"
+            f"(about 10 minutes on 2 cores; calibrated: {', '.join(vela_cost.calibrated_targets())})"
         )
-    return vela_cost.VelaCalibratedCost(target)
+    model = vela_cost.VelaCalibratedCost(target)
+    _warn_once_if_vela_differs(target, model.data["vela_version"])
+    return model
+
+
+_warned_versions: set[tuple[str, str, str]] = set()
+
+
+def _warn_once_if_vela_differs(target: str, calibrated: str) -> None:
+    """A warning, once per process and target, when the installed Vela is not the one target was fitted on."""
+    installed = vela_cost.vela_version()
+    if installed != calibrated and (target, calibrated, installed) not in _warned_versions:
+        _warned_versions.add((target, calibrated, installed))
+        message = (
+            f"eqsat: the cost model of {target} was fitted on Vela {calibrated}, but Vela {installed} is installed; "
+            f"its estimates may no longer rank graphs as this Vela does: run `eqsat calibrate --target {target}`"
+        )
+        logging.getLogger("eqsat").warning(message)
+        warnings.warn(message, RuntimeWarning, stacklevel=3)
 
 
 def term_costs(model: CostModel, types: Mapping[Hashable, TensorType]) -> Callable[[Hashable, Term], float]:

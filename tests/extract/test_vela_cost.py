@@ -196,3 +196,24 @@ def test_a_transpose_is_priced_memory_bound_where_vela_says_so(target, shape, pe
     access, npu = sum(layer.cycles_access for layer in estimate.layers), estimate.cycles_npu
     assert max(access, npu) > 1.25 * min(access, npu), f"a case Vela does not tell apart: NPU {npu}, access {access}"
     assert VelaCalibratedCost(target).is_memory_bound(*transpose(shape, perm)) == (access > npu)
+
+
+def test_a_different_installed_vela_is_warned_about_once_per_target(monkeypatch):
+    import warnings
+
+    from eqsat.extract import cost
+
+    monkeypatch.setattr(cost.vela_cost, "vela_version", lambda: "5.2.0")
+    monkeypatch.setattr(cost, "_warned_versions", set())
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        cost_model_for("ethos-u55-128")
+        cost_model_for("ethos-u55-128")
+    messages = [str(w.message) for w in caught if issubclass(w.category, RuntimeWarning)]
+    assert len(messages) == 1
+    assert f"fitted on Vela {vela_version_of('ethos-u55-128')}, but Vela 5.2.0" in messages[0]
+    assert "eqsat calibrate --target ethos-u55-128" in messages[0]
+
+
+def vela_version_of(target):
+    return json.loads(calibration_path(target).read_text())["vela_version"]
