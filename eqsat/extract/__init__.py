@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from eqsat.ir import Term
 from eqsat.extract._gc import paused_gc
 from eqsat.extract.greedy import Selection, TermCost, dag_cost, extract_greedy, reachable_candidates
-from eqsat.extract.ilp import NODE_LIMIT, solve_ilp
+from eqsat.extract.ilp import NODE_LIMIT, extract_ilp
 
 EXTRACTORS = ("greedy", "ilp", "auto")
 
@@ -68,7 +68,7 @@ def _extract(
     best = Extraction(selection, dag_cost(selection, roots, term_cost), "greedy")
     if extractor == "greedy" or (extractor == "auto" and _term_count(candidates, roots) > ILP_TERM_LIMIT):
         return best
-    solved = solve_ilp(candidates, roots, term_cost, node_limit=ilp_node_limit, time_limit=ilp_time_limit, hint=selection)
+    solved = extract_ilp(candidates, roots, term_cost, node_limit=ilp_node_limit, time_limit=ilp_time_limit, hint=selection)
     exact = solved.selection
     if exact is None:
         return Extraction(best.selection, best.cost, best.extractor, clock_stopped=solved.clock_stopped)

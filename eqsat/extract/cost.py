@@ -41,6 +41,7 @@ from typing import Callable, Hashable, Iterable, Mapping, Protocol
 
 from eqsat.ir import TensorType, Term
 from eqsat.extract import vela_cost
+from eqsat.extract.greedy import reachable
 
 
 class CostModel(Protocol):
@@ -190,19 +191,12 @@ def graph_cost(
     """What a graph costs: every term that the roots read, once, with the contexts Vela prices differently
     (reshapes kept as copies, transposes folded into their producer).
 
-    graph maps each value to the term computing it (operands are values of graph or leaves); roots are
+    graph maps each value to the term computing it (every operand is a value of graph); roots are
     the graph outputs. term_cost(value, term) defaults to the model's cost with the types of type_of.
     """
     if term_cost is None:
         term_cost = lambda value, term: model.cost(term, type_of(value), [type_of(a) for a in term.args])  # noqa: E731
-    live: dict[Hashable, Term] = {}
-    todo = list(roots)
-    while todo:
-        value = todo.pop()
-        if value in live or value not in graph:
-            continue
-        live[value] = graph[value]
-        todo.extend(graph[value].args)
+    live = {value: graph[value] for value in reachable(graph, roots)}
     folded = set(folded_transposes(live, roots, model))
     total = sum(term_cost(value, term) for value, term in live.items() if value not in folded)
     return total + reshape_copies(live, roots, type_of, model)

@@ -49,19 +49,6 @@ def extract_ilp(
     node_limit: int = NODE_LIMIT,
     time_limit: float = math.inf,
     hint: Selection | None = None,
-) -> Selection | None:
-    """The cheapest acyclic selection for the roots under DAG cost found within the bounds, or None (see solve_ilp)."""
-    return solve_ilp(candidates, roots, term_cost, node_limit=node_limit, time_limit=time_limit, hint=hint).selection
-
-
-def solve_ilp(
-    candidates: dict[str, list[Term]],
-    roots: list[str],
-    term_cost: TermCost,
-    *,
-    node_limit: int = NODE_LIMIT,
-    time_limit: float = math.inf,
-    hint: Selection | None = None,
 ) -> IlpResult:
     """The cheapest acyclic selection for the roots under DAG cost that HiGHS finds within
     node_limit branch-and-bound nodes (None if it finds none, or if time_limit stops it first).

@@ -55,20 +55,6 @@ def refine(
     *,
     work_limit: int = WORK_LIMIT,
     seconds: float = math.inf,
-) -> tuple[Selection, float]:
-    """A selection at most as costly as `selection` under graph_cost, and its cost (see refine_bounded)."""
-    refined = refine_bounded(selection, candidates, roots, graph_cost, work_limit=work_limit, seconds=seconds)
-    return refined.selection, refined.cost
-
-
-def refine_bounded(
-    selection: Selection,
-    candidates: dict[str, list[Term]],
-    roots: list[str],
-    graph_cost: GraphCost,
-    *,
-    work_limit: int = WORK_LIMIT,
-    seconds: float = math.inf,
 ) -> Refinement:
     """A selection at most as costly as `selection` under graph_cost, its cost, the work spent, and
     whether the wall-clock safety net (`seconds`) rather than convergence or `work_limit` stopped it."""

@@ -51,7 +51,8 @@ def test_refine_avoids_a_reshape_that_vela_would_copy():
 
     extracted = extract(candidates, ["a", "b"], term_cost)
     assert extracted.selection["a"].op == "Reshape" and graph_cost(extracted.selection) == 65.0
-    refined, cost = refine(extracted.selection, candidates, ["a", "b"], graph_cost)
+    refinement = refine(extracted.selection, candidates, ["a", "b"], graph_cost)
+    refined, cost = refinement.selection, refinement.cost
     assert refined["a"].attrs == ("copy",) and cost == 6.0 == graph_cost(refined)
 
 
@@ -87,7 +88,8 @@ def test_refine_is_never_dearer_and_never_cyclic(egraph):
         return sum(costs[(c, selection[c])] for c in live) + penalty * sum(n > 1 for n in readers.values())
 
     start = extract(candidates, roots, lambda c, t: costs[(c, t)], extractor="greedy").selection
-    refined, cost = refine(start, candidates, roots, graph_cost)
+    refinement = refine(start, candidates, roots, graph_cost)
+    refined, cost = refinement.selection, refinement.cost
     assert cost <= graph_cost(start) and cost == graph_cost(refined)
     for eclass in reachable(refined, roots):
         assert eclass not in reachable(refined, list(refined[eclass].args)), f"{eclass} reads itself"
