@@ -215,7 +215,7 @@ def headline_table(rows: list[dict]) -> str:
 
 def summary(rows: list[dict]) -> str:
     """Per target: the rows, the rows slower or faster with eqsat, the ratio of summed inference cycles,
-    and the largest time share."""
+    the largest time share and the largest peak memory of the optimizer's worker."""
     lines = []
     for target in sorted({r["target"] for r in rows}):
         mine = [r for r in rows if r["target"] == target]
@@ -224,9 +224,11 @@ def summary(rows: list[dict]) -> str:
         slower = [r["model"] for r in mine if r["optimized"]["cycles_total"] > r["stock"]["cycles_total"]]
         faster = sum(r["optimized"]["cycles_total"] < r["stock"]["cycles_total"] for r in mine)
         shares = [r["eqsat_seconds"] / r["optimized"]["lowering_seconds"] for r in mine if r["optimized"]["lowering_seconds"]]
+        memory = [p for r in mine for p in [x.get("peak_memory_mb") for x in r["reports"]] if p is not None]
         lines.append(
             f"- {target}: {len(mine)} models, {faster} faster, {len(slower)} slower{' (' + ', '.join(slower) + ')' if slower else ''}; "
-            f"summed inference cycles eqsat/stock = {eqsat / stock:.3f}; largest eqsat time share {100 * max(shares, default=0):.1f}%"
+            f"summed inference cycles eqsat/stock = {eqsat / stock:.3f}; largest eqsat time share {100 * max(shares, default=0):.1f}%; "
+            f"largest optimizer peak memory {max(memory, default=0):.0f} MiB"
         )
     return "\n".join(lines) + "\n"
 

@@ -417,6 +417,15 @@ def _receive(fd: int, deadline: float) -> bytes | None:
         chunks.append(chunk)
 
 
+def _resident_bytes() -> float:
+    """This process's resident set size (0 where /proc is missing)."""
+    try:
+        with open("/proc/self/statm") as statm:
+            return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError):
+        return 0.0
+
+
 def _worker_main(work: Callable[[], Search], write_end: int, memory_limit: int | None) -> None:
     """The worker process: cap the address space, run work, send its Search back pickled, exit."""
     code = 1
@@ -426,7 +435,10 @@ def _worker_main(work: Callable[[], Search], write_end: int, memory_limit: int |
             _, hard = resource.getrlimit(resource.RLIMIT_AS)
             cap = size + memory_limit if hard == resource.RLIM_INFINITY else min(hard, size + memory_limit)
             resource.setrlimit(resource.RLIMIT_AS, (cap, hard))
+        resident = _resident_bytes()
         found = work()
+        # Linux starts a forked process's high-water mark at the resident size it inherited
+        found.report["peak_memory_mb"] = max(0.0, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 - resident) / 2**20
         if found.error is not None:
             try:
                 pickle.loads(pickle.dumps(found.error))

@@ -40,6 +40,9 @@ class Report:
     phase_seconds: dict[str, float] = field(default_factory=dict)
     changed: bool = False
     fallback: str | None = None
+    peak_memory_mb: float | None = None
+    """How far the optimizer's worker process grew beyond the process it was forked from (peak RSS), MiB;
+    None when it ran in-process."""
     verification: dict | None = None
     """With verify="vela": which graph the lowering kept ("eqsat" or "original") and Vela's
     `cycles_total` for both (`eqsat.arm_pass`); None when nothing was verified."""

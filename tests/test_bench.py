@@ -75,7 +75,7 @@ def test_headline_shows_the_change_the_estimate_error_and_bit_exactness():
     table = bench.headline_table([row("m", 1000, 1200, "x")])
     line = table.splitlines()[2]
     assert line == "| m | ethos-u55-128 | 1100 | 1300 | +18.2% | 1000 → 1200 (+20.0%) | 250 → 300 | -18.2% | 10.0% | yes |"
-    assert "1 models, 0 faster, 1 slower (m); summed inference cycles eqsat/stock = 1.182" in table
+    assert "1 models, 0 faster, 1 slower (m); summed inference cycles eqsat/stock = 1.182; largest eqsat time share 10.0%; largest optimizer peak memory 0 MiB" in table
 
 
 def test_a_builder_spec_names_a_file_or_a_module_and_a_function(tmp_path):

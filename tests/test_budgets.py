@@ -278,3 +278,15 @@ def test_strict_mode_raises_when_a_hard_limit_stops_the_pass(monkeypatch):
     monkeypatch.setattr(bridge_fx._Emitter, "_emit_one", clock.jumping(bridge_fx._Emitter._emit_one))
     with pytest.raises(pipeline.BudgetExceeded, match="time limit"):
         optimize_chain(time_limit=5.0, strict=True)
+
+
+def test_the_report_says_how_far_the_worker_grew():
+    from eqsat import pipeline
+    from eqsat.graph_builder import GraphBuilder
+
+    assert pipeline.ISOLATE, "the optimizer runs in a worker process on Linux"
+    g = GraphBuilder()
+    x = g.input("x", (1, 4, 8, 16))
+    there = g.call(torch.ops.aten.permute_copy.default, x, [0, 2, 3, 1])
+    _, report = eqsat.optimize(g.output(g.call(torch.ops.aten.permute_copy.default, there, [0, 3, 1, 2])))
+    assert 0 < report.peak_memory_mb < pipeline.Options().memory_limit_mb
