@@ -391,6 +391,7 @@ def _conv_features(out: TensorType | None, args: list[TensorType | None], macs_p
         "elements": float(elements(out)),
         "in_elements": float(elements(x)),
         "weights": float(elements(weights)) if weights is not None else 0.0,  # streamed from memory once per op
+        "out_channels": float(out.shape[-1]) if out is not None and out.shape else 0.0,  # a bias and a scale each, from memory
     }
 
 
