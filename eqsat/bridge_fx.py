@@ -332,6 +332,29 @@ def _is_table(node: fx.Node) -> bool:
     )
 
 
+def special_dtype(node: Any) -> TosaSpecialDtype | None:
+    """The TOSA dtype a node's value is stored in when torch cannot spell it (INT48, INT4, FP4/FP6 payloads), else None.
+
+    Passes mark such a node with the `TosaSpecialDtype` meta key; its fake tensor
+    only says int32/int8/uint8. SHAPE (CONST_SHAPE operands) is not a stored
+    tensor and is not special here.
+    """
+    marked = node.meta.get(TosaSpecialDtype.meta_key()) if isinstance(node, fx.Node) else None
+    return marked if isinstance(marked, TosaSpecialDtype) and marked != TosaSpecialDtype.SHAPE else None
+
+
+def touches_special_dtype(node: fx.Node) -> bool:
+    """Whether node's value or one of its operands is stored in a special TOSA dtype (see special_dtype).
+
+    The bridge reads such a node as opaque, so that no rule moves data movement
+    onto such a tensor or changes its shape: its packed layout is not the one its
+    fake tensor describes (upstream's PropagateViewCopyPermute pass refuses the
+    same moves, `_node_or_inputs_are_int48`), and a RESCALE of an INT48 operand
+    uses 16-bit multipliers that the Rescale term does not model.
+    """
+    return special_dtype(node) is not None or any(special_dtype(a) is not None for a in _node_args(node))
+
+
 def _is_per_tensor_rescale(node: fx.Node) -> bool:
     return op_name(node.target) == "tosa.RESCALE.default" and len(node.args[2]) == 1
 
@@ -389,6 +412,7 @@ def _opaque_key(node: fx.Node, merge_duplicates: bool) -> str:
     val = node.meta.get("val")
     parts.append(_key_part(map_aggregate(val, lambda v: (tuple(v.shape), str(v.dtype)) if isinstance(v, torch.Tensor) else v)))
     parts.append(repr(node.meta.get("output_qparams")))
+    parts.append(repr(special_dtype(node)))
     if not merge_duplicates or node.op != "call_function" or node.is_impure():
         parts.append(node.name)
     return "|".join(parts)
@@ -406,6 +430,9 @@ def read_node(
 ) -> Term:
     """The term for one FX node, via the registry; unknown ops become opaque."""
     name = op_name(node.target)
+    if node.op == "call_function" and touches_special_dtype(node):
+        key = keys.setdefault(_opaque_key(node, merge_duplicates), f"{name}#{len(keys)}")
+        return Term("Opaque", tuple(index(a) for a in _node_args(node)), (key,))
     if node.op == "call_function" and name in MODELLED_OPS and _tensor_val(node) is not None:
         term = MODELLED_OPS[name](node, index)
         if term is not None and term.op == "Rescale" and merge_duplicates:
@@ -765,6 +792,7 @@ class _Emitter:
             for key in ("input_qparams", "output_qparams"):
                 if original is not None and key in original.meta:
                     node.meta[key] = original.meta[key]
+            self._keep_special_dtype(node, eclass)
             return node
         elif term.op == "Pad":
             node = self._emit_pad(x, term.attrs, source)
@@ -774,11 +802,21 @@ class _Emitter:
             node = self._call(target, (x, shape), {}, source)
         else:
             raise ValueError(f"no emitter for {term.op}")
+        self._keep_special_dtype(node, eclass)
         qparams = x.meta.get("output_qparams")
         if qparams is not None and node is not x:
             node.meta["input_qparams"] = {k: qparams.get(0) for k in range(len(operands))} if isinstance(qparams, dict) else {}
             node.meta["output_qparams"] = qparams
         return node
+
+    def _keep_special_dtype(self, node: fx.Node, eclass: str) -> None:
+        """A new node standing in for an original node stored in a special TOSA dtype (INT48, ...) is stored in it too.
+
+        The reader keeps rules off such tensors, so this is a second line of defence, not the guard itself.
+        """
+        original = self.first_node_of_class.get(eclass)
+        if original is not None and (marked := special_dtype(original)) is not None:
+            node.meta[TosaSpecialDtype.meta_key()] = marked
 
     def _emit_pad(self, x: fx.Node, attrs: tuple, source: fx.Node) -> fx.Node:
         """TOSA PAD with a new CONST_SHAPE padding, or aten constant_pad_nd (pairs from the last dim backwards)."""

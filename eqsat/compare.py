@@ -96,15 +96,16 @@ def compare(
     target: str,
     *,
     workdir: str | Path | None = None,
+    quantization: str = "a8w8",
     **options,
 ) -> Comparison:
     """Lower model for target without and with eqsat; measure both and check they agree bit for bit.
 
-    options go to eqsat.install (e.g. accept="always", rules=()).
+    quantization goes to lowering.quantize ("a8w8" or "a16w8"); options go to eqsat.install (e.g. accept="always", rules=()).
     """
     with tempfile.TemporaryDirectory(prefix="eqsat-compare-") as temporary:
         root = Path(workdir or temporary)
-        exported = lowering.quantize(model, example_inputs, target)
+        exported = lowering.quantize(model, example_inputs, target, quantization=quantization)
         stock = lowering.lower(copy.deepcopy(exported), target, workdir=_fresh(root / "stock"))
         eqsat.install(target=target, **options)
         try:

@@ -1,7 +1,7 @@
 """Drive the stock ExecuTorch Arm / Ethos-U lowering for a torch model.
 
-`quantize` and `lower` do what a user of the Arm backend does: int8 PT2E
-quantization with `EthosUQuantizer`, then `to_edge_transform_and_lower` with
+`quantize` and `lower` do what a user of the Arm backend does: int8 (or
+int16-activation, int8-weight) PT2E quantization with `EthosUQuantizer`, then `to_edge_transform_and_lower` with
 `EthosUPartitioner`. `lower` also collects the TOSA flatbuffer that each
 delegate handed to Vela, so that a lowering can be costed (`eqsat.vela`) and
 checked bit-exactly (`eqsat.validate`).
@@ -21,6 +21,7 @@ import torch
 from executorch.backends.arm.ethosu import EthosUCompileSpec, EthosUPartitioner
 from executorch.backends.arm.quantizer import (
     EthosUQuantizer,
+    get_symmetric_a16w8_quantization_config,
     get_symmetric_quantization_config,
 )
 from executorch.backends.arm.tosa.backend import arm_get_first_delegation_tag
@@ -69,21 +70,34 @@ def vela_flags(target: str) -> list[str]:
     return list(EthosUCompileSpec(target).compiler_flags)
 
 
+QUANTIZATION_CONFIGS = {
+    "a8w8": get_symmetric_quantization_config,
+    "a16w8": get_symmetric_a16w8_quantization_config,
+}
+"""The `quantization=` choices of `quantize`: int8 activations and weights, or int16 activations and int8
+weights (convolutions then accumulate into INT48 tensors)."""
+
+
 def quantize(
     model: torch.nn.Module,
     example_inputs: tuple[torch.Tensor, ...],
     target: str,
+    *,
+    quantization: str = "a8w8",
 ) -> torch.export.ExportedProgram:
-    """Quantize `model` to int8 for `target` and export it, ready for `lower`.
+    """Quantize `model` for `target` and export it, ready for `lower`.
 
-    Uses the symmetric int8 configuration of `EthosUQuantizer`, calibrated on
-    `example_inputs` only. `model` must be in eval mode: exporting in training
-    mode would bake dropout and batch-norm updates into the graph.
+    Uses the symmetric configuration of `EthosUQuantizer` named by
+    `quantization` (see QUANTIZATION_CONFIGS), calibrated on `example_inputs`
+    only. `model` must be in eval mode: exporting in training mode would bake
+    dropout and batch-norm updates into the graph.
     """
     if model.training:
         raise ValueError("quantize() needs a model in eval mode; call model.eval()")
+    if quantization not in QUANTIZATION_CONFIGS:
+        raise ValueError(f"quantization must be one of {sorted(QUANTIZATION_CONFIGS)}, not {quantization!r}")
     quantizer = EthosUQuantizer(EthosUCompileSpec(target))
-    quantizer.set_global(get_symmetric_quantization_config())
+    quantizer.set_global(QUANTIZATION_CONFIGS[quantization]())
     graph_module = torch.export.export(model, example_inputs).module(check_guards=False)
     prepared = prepare_pt2e(graph_module, quantizer)
     prepared(*example_inputs)

@@ -358,3 +358,82 @@ def test_a_graph_with_a_side_effect_nothing_reads_comes_back_untouched_with_the_
         result, report = eqsat.optimize(gm, target="ethos-u55-128")
     assert result is gm and "_assert_scalar" in report.fallback
     assert any(n.target == torch.ops.aten._assert_scalar.default for n in result.graph.nodes)
+
+
+# ---------------------------------------------------------------- special TOSA dtypes (INT48, INT4, ...)
+
+INT48 = bridge_fx.TosaSpecialDtype.INT48
+
+
+def rescaled_accumulator(moved: str, int48: bool):
+    """An int32 accumulator (marked INT48, as an a16w8 convolution's output is, when int48) -> RESCALE to int16 -> moved."""
+    g = GraphBuilder()
+    acc = g.input("acc", (1, 2, 3, 4), torch.int32)
+    if int48:
+        acc.meta[bridge_fx.TosaSpecialDtype.meta_key()] = INT48
+    with TosaLoweringContext(U55_SPEC):
+        r = g.call(TOSA.RESCALE.default, acc, torch.int16, [0.25], 0, 0)
+        if moved == "transpose":
+            out = g.call(TOSA.TRANSPOSE.default, r, [0, 3, 1, 2])
+        elif moved == "slice":
+            out = g.call(TOSA.SLICE.default, r, g.const_shape([0, 1, 0, 0]), g.const_shape([1, 1, 3, 4]))
+        else:
+            out = g.call(TOSA.RESHAPE.default, r, g.const_shape([1, 6, 4]))
+    return g.output(out), r
+
+
+@pytest.mark.parametrize("moved", ["transpose", "slice", "reshape"])
+def test_data_movement_moves_onto_an_int32_accumulator(moved):
+    """The unmarked twin of the next test: the rule fires, putting the data movement on the accumulator."""
+    from eqsat.rules.rescale import rescale
+    from eqsat.soundness import Saturated
+
+    gm, r = rescaled_accumulator(moved, int48=False)
+    with TosaLoweringContext(U55_SPEC):
+        s = Saturated(gm, rescale)
+    assert s.fired(f"{moved}-through-rescale") == 1
+
+
+@pytest.mark.parametrize("moved", ["transpose", "slice", "reshape"])
+def test_no_rule_moves_data_movement_onto_an_int48_tensor(moved):
+    """A RESCALE reading an INT48 tensor is read as opaque: moving the data movement above it would permute,
+    slice or reshape the packed INT48 accumulator (upstream: `_node_or_inputs_are_int48`)."""
+    from eqsat.rules.rescale import rescale
+    from eqsat.soundness import Saturated
+
+    gm, r = rescaled_accumulator(moved, int48=True)
+    loaded = bridge_fx.to_egraph(gm)
+    assert loaded.terms[loaded.index_of[r]].op == "Opaque"
+    with TosaLoweringContext(U55_SPEC):
+        s = Saturated(gm, rescale)
+    assert s.fired(f"{moved}-through-rescale") == 0
+
+
+def test_a_node_with_a_special_operand_or_value_is_opaque_but_shape_operands_are_not_special():
+    g = GraphBuilder()
+    x = g.input("x", (1, 2, 3, 4))
+    bias = g.input("bias", (1, 2, 3, 4), torch.int32)
+    bias.meta[bridge_fx.TosaSpecialDtype.meta_key()] = INT48
+    with TosaLoweringContext(U55_SPEC):
+        reads_int48 = g.call(TOSA.ADD.default, g.call(TOSA.CAST.default, x, torch.int32), bias)
+        packed = g.call(TOSA.TRANSPOSE.default, x, [0, 2, 3, 1])
+        packed.meta[bridge_fx.TosaSpecialDtype.meta_key()] = bridge_fx.TosaSpecialDtype.INT4
+        plain = g.call(TOSA.RESHAPE.default, x, g.const_shape([6, 4]))
+    loaded = bridge_fx.to_egraph(g.output(reads_int48, packed, plain))
+    assert [loaded.terms[loaded.index_of[n]].op for n in (reads_int48, packed, plain)] == ["Opaque", "Opaque", "Reshape"]
+
+
+def test_a_new_node_standing_in_for_an_int48_node_keeps_the_mark():
+    g = GraphBuilder()
+    x = g.input("x", (2, 3, 4), torch.int32)
+    with TosaLoweringContext(U55_SPEC):
+        twice = g.call(TOSA.RESHAPE.default, g.call(TOSA.RESHAPE.default, x, g.const_shape([6, 4])), g.const_shape([4, 6]))
+    twice.meta[bridge_fx.TosaSpecialDtype.meta_key()] = INT48
+    gm = g.output(twice)
+    loaded = bridge_fx.to_egraph(gm)
+    out = loaded.index_of[twice]
+    with TosaLoweringContext(U55_SPEC):
+        _, _, rebuilt = round_trip(gm, f"(union (Node {out}) (Reshape (Node 0) (vec-of 4 6)))")
+    reshapes = [n for n in rebuilt.graph.nodes if n.target == TOSA.RESHAPE.default]
+    assert len(reshapes) == 1 and reshapes[0].args[0].op == "placeholder"
+    assert reshapes[0].meta[bridge_fx.TosaSpecialDtype.meta_key()] == INT48

@@ -7,7 +7,7 @@ failing primitive in a query only means "no match" (DESIGN §3).
 
 from __future__ import annotations
 
-from egglog import Fact, UnstableFn, Vec, eq, i64
+from egglog import Bool, Fact, UnstableFn, Vec, eq, i64
 
 from eqsat.terms import Tensor
 
@@ -168,3 +168,28 @@ def concat_keeps_channels(axis: i64, dims: Vec[i64], multipliers: Vec[i64]) -> l
     it is per-tensor, or axis is not the channel (last) axis. (One fact: axis + 1 < rank + 1 for per-tensor,
     axis + 1 < rank for per-channel.)"""
     return [axis + 1 < dims.length() + i64(2) - multipliers.length().min(i64(2))]
+
+
+def table_operand_is_not_batched_mac_shape(dims: Vec[i64]) -> list[Fact]:
+    """A TABLE may read a tensor of shape dims on Ethos-U85: dims is not [N, 1, 1, C] with N > 1.
+
+    Vela miscompiles a TABLE fed by a MAC op whose operand is [N, 1, 1, C], N > 1
+    (MLBEDSW-11805). Upstream's PropagateViewCopyPermute pass refuses any move that
+    gives a TABLE's operand that shape (`tolerates_shape_after_move`), from the
+    shape alone, whatever feeds it; so does this guard: a rule cannot see which op
+    will feed the moved operand once other rules have run. One fact: dims is
+    padded with zeros so that indexing it never fails, and the conjunction of
+    rank == 4, dims[0] > 1, dims[1] == 1, dims[2] == 1 must be false.
+    """
+    padded = dims.append(Vec(i64(0), i64(0), i64(0)))
+    rank = dims.length()
+    batched_mac_shape = (
+        rank.bool_ge(i64(4))
+        & rank.bool_le(i64(4))
+        & padded[0].bool_gt(i64(1))
+        & padded[1].bool_ge(i64(1))
+        & padded[1].bool_le(i64(1))
+        & padded[2].bool_ge(i64(1))
+        & padded[2].bool_le(i64(1))
+    )
+    return [eq(batched_mac_shape).to(Bool(False))]

@@ -21,7 +21,7 @@ from egglog import Fact, String, Vec, eq, i64, ruleset, var
 
 from eqsat.rules._law import law
 from eqsat.ir import MAX_RANK
-from eqsat.rules.guards import single_operand
+from eqsat.rules.guards import single_operand, table_operand_is_not_batched_mac_shape
 from eqsat.terms import Tensor, shape
 
 x = var("x", Tensor)
@@ -71,11 +71,12 @@ def _reshape_through_elementwise():
         *single_operand(operands, x),
     )
     lut = var("lut", Tensor)
-    # reshape(table(k, x, lut), s) == table(k, reshape(x, s), lut)  (TABLE is elementwise in x; lut stays)
+    # reshape(table(k, x, lut), s) == table(k, reshape(x, s), lut)  (TABLE is elementwise in x; lut stays) unless s is [N,1,1,C], N > 1
     yield law(
         "reshape-through-table",
         Tensor.table(key, x, lut).reshape(s),
         Tensor.table(key, x.reshape(s), lut),
+        *table_operand_is_not_batched_mac_shape(s),
     )
 
 

@@ -18,7 +18,7 @@ from egglog import Fact, String, Vec, eq, i64, ruleset, var
 from eqsat.rules._law import law
 from eqsat.rules.analysis import prefix_product
 from eqsat.ir import MAX_RANK
-from eqsat.rules.guards import inside_unpadded, single_operand, two_operands, unpadded_start, zeros_like
+from eqsat.rules.guards import inside_unpadded, single_operand, table_operand_is_not_batched_mac_shape, two_operands, unpadded_start, zeros_like
 from eqsat.terms import Tensor, shape
 
 x, a, b = var("x", Tensor), var("a", Tensor), var("b", Tensor)
@@ -69,11 +69,12 @@ def _slice_through_elementwise():
 def _slice_through_table_and_pad():
     lut, padding, dims, inner_start = var("lut", Tensor), var("padding", Vec[i64]), var("dims", Vec[i64]), var("inner_start", Vec[i64])
     value = var("value", i64)
-    # slice(table(k, x, lut), start, size) == table(k, slice(x, start, size), lut)  (TABLE is elementwise in x)
+    # slice(table(k, x, lut), start, size) == table(k, slice(x, start, size), lut)  (TABLE is elementwise in x) unless size is [N,1,1,C], N > 1
     yield law(
         "slice-through-table",
         Tensor.table(key, x, lut).slice(start, size),
         Tensor.table(key, x.slice(start, size), lut),
+        *table_operand_is_not_batched_mac_shape(size),
     )
     for rank in range(1, MAX_RANK + 1):
         # slice(pad(x, padding, v), start, size) == slice(x, start - before, size)  when the box reads no padding:

@@ -29,6 +29,7 @@ from eqsat.rules.guards import (
     permuted_padding,
     same_length,
     single_operand,
+    table_operand_is_not_batched_mac_shape,
 )
 from eqsat.terms import Tensor, shape
 
@@ -134,11 +135,12 @@ def _transpose_through_elementwise():
 def _transpose_through_table_and_pad():
     lut, padding, moved = var("lut", Tensor), var("padding", Vec[i64]), var("moved", Vec[i64])
     value = var("value", i64)
-    # transpose(table(k, x, lut), p) == table(k, transpose(x, p), lut)  (TABLE is elementwise in x; lut stays)
+    # transpose(table(k, x, lut), p) == table(k, transpose(x, p), lut)  (TABLE is elementwise in x; lut stays) unless the new operand is [N,1,1,C], N > 1
     yield law(
         "transpose-through-table",
         Tensor.table(key, x, lut).transpose(p),
         Tensor.table(key, x.transpose(p), lut),
+        *table_operand_is_not_batched_mac_shape(shape(Tensor.table(key, x, lut).transpose(p))),
     )
     for rank in range(1, MAX_RANK + 1):
         # transpose(pad(x, padding, v), p) == pad(transpose(x, p), padding'), padding' pair i = padding pair p[i]

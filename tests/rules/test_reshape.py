@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 import math
 
+import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -304,6 +305,35 @@ def test_reshape_through_table_does_not_fire_on_a_table_of_a_reshape():
     g, _, _, out = tosa_table_graph(reshape_first=True)
     s = Saturated(g.output(out), reshape)
     assert s.fired("reshape-through-table") == 0
+
+
+def tosa_table_reshape(shape, target):
+    """x -> TABLE -> RESHAPE target, in TOSA dialect."""
+    from executorch.backends.arm.tosa.specification import TosaLoweringContext, TosaSpecification
+    from executorch.exir.dialects._ops import ops as exir_ops
+
+    tosa = exir_ops.backend.tosa
+    with TosaLoweringContext(TosaSpecification.create_from_string("TOSA-1.0+INT")):
+        g = GraphBuilder()
+        x = g.input("x", shape)
+        lut = g.constant("lut", torch.randperm(256, generator=torch.Generator().manual_seed(0)).sub(128).to(torch.int8))
+        out = g.call(tosa.RESHAPE.default, g.call(tosa.TABLE.default, x, lut), g.const_shape(target))
+        return g, out
+
+
+@pytest.mark.parametrize("target", [[1, 1, 1, 16], [2, 1, 2, 4]])
+def test_reshape_through_table_fires_when_the_new_shape_is_not_batched_mac_shaped(target):
+    """[1, 1, 1, C] (N == 1) and [N, 1, 2, C] are not the MLBEDSW-11805 shape."""
+    g, out = tosa_table_reshape((2, 8), target)
+    assert Saturated(g.output(out), reshape).fired("reshape-through-table") == 1
+
+
+def test_reshape_through_table_does_not_fire_when_the_table_would_read_batched_mac_shape():
+    """reshape(table(x (2, 8)), [2, 1, 1, 8]) would give the TABLE a [2, 1, 1, 8] operand: MLBEDSW-11805."""
+    g, out = tosa_table_reshape((2, 8), [2, 1, 1, 8])
+    s = Saturated(g.output(out), reshape)
+    assert s.fired("reshape-through-table") == 0
+    assert not terms(s, s.class_of(out), "Table")
 
 
 @settings(max_examples=15, deadline=None)

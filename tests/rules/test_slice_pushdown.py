@@ -266,6 +266,28 @@ def test_slice_through_table_does_not_fire_on_a_table_of_a_slice():
     assert s.fired("slice-through-table") == 0
 
 
+@pytest.mark.parametrize("size", [[1, 1, 1, 8], [2, 1, 2, 8]])
+def test_slice_through_table_fires_when_the_box_is_not_batched_mac_shaped(size):
+    """[1, 1, 1, C] (N == 1) and [N, 1, 2, C] are not the MLBEDSW-11805 shape."""
+    with tosa_lowering():
+        g = GraphBuilder()
+        x = g.input("x", (4, 1, 2, 8))
+        cut = tosa_slice(g, tosa_table(g, x), [0, 0, 0, 0], size)
+        s = Saturated(g.output(cut), slice_pushdown)
+    assert s.fired("slice-through-table") == 1
+
+
+def test_slice_through_table_does_not_fire_when_the_table_would_read_batched_mac_shape():
+    """slice(table(x (4, 1, 1, 8)), size [2, 1, 1, 8]) would give the TABLE a [2, 1, 1, 8] operand: MLBEDSW-11805."""
+    with tosa_lowering():
+        g = GraphBuilder()
+        x = g.input("x", (4, 1, 1, 8))
+        cut = tosa_slice(g, tosa_table(g, x), [1, 0, 0, 0], [2, 1, 1, 8])
+        s = Saturated(g.output(cut), slice_pushdown)
+    assert s.fired("slice-through-table") == 0
+    assert not terms(s, s.class_of(cut), "Table")
+
+
 @settings(max_examples=25, deadline=None)
 @given(data=st.data(), shape=st.lists(st.integers(1, 4), min_size=1, max_size=4).map(tuple))
 def test_slice_through_pad_and_table_is_sound(data, shape):

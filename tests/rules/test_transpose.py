@@ -361,6 +361,28 @@ def test_transpose_through_table_does_not_fire_on_a_table_of_a_transpose():
     assert [term.op for term in s.terms_of(looked_up)] == ["Table"]
 
 
+@pytest.mark.parametrize("shape, perm", [((1, 3, 1, 1), [0, 2, 3, 1]), ((2, 3, 2, 1), [0, 3, 2, 1])])
+def test_transpose_through_table_fires_when_the_moved_operand_is_not_batched_mac_shaped(shape, perm):
+    """[1, 1, 1, C] (N == 1) and [N, 1, 2, C] are not the MLBEDSW-11805 shape."""
+    with tosa_lowering():
+        g = GraphBuilder()
+        x = g.input("x", shape)
+        back = g.call(tosa_ops().TRANSPOSE.default, tosa_table(g, x), perm)
+        s = Saturated(g.output(back), transpose)
+    assert s.fired("transpose-through-table") == 1
+
+
+def test_transpose_through_table_does_not_fire_when_the_table_would_read_batched_mac_shape():
+    """transpose(table(x (2, 3, 1, 1)), [0, 2, 3, 1]) would give the TABLE a [2, 1, 1, 3] operand: MLBEDSW-11805."""
+    with tosa_lowering():
+        g = GraphBuilder()
+        x = g.input("x", (2, 3, 1, 1))
+        back = g.call(tosa_ops().TRANSPOSE.default, tosa_table(g, x), [0, 2, 3, 1])
+        s = Saturated(g.output(back), transpose)
+    assert s.fired("transpose-through-table") == 0
+    assert "Table" not in [term.op for term in s.terms_of(back)]
+
+
 @settings(max_examples=20, deadline=None)
 @given(data=st.data(), shape=st.lists(st.integers(1, 3), min_size=1, max_size=4).map(tuple))
 def test_transpose_through_pad_and_table_is_sound(data, shape):
