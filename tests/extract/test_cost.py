@@ -116,14 +116,17 @@ def test_term_costs_prices_each_configuration_once_and_as_the_model_does(model):
     assert term_cost("q", leaf("q")) == model.cost(leaf("q"), None, [])  # unknown types are priced as unknown
 
 
-def conv_then_transpose(second_reader: bool) -> tuple[dict, list[str]]:
-    """CONV2D -> per-channel RESCALE -> TRANSPOSE, the RESCALE's output also returned when second_reader."""
+NHWC = TensorType((1, 8, 8, 16), "torch.int8")
+
+
+def conv_then_transpose(second_reader: bool, producer: str = "CONV2D", perm=(0, 3, 1, 2)) -> tuple[dict, list[str]]:
+    """producer -> per-channel RESCALE -> TRANSPOSE, the RESCALE's output also returned when second_reader."""
     graph = {
         "x": leaf("x"),
         "w": leaf("w"),
-        "conv": Term("Opaque", ("x", "w"), ("tosa.CONV2D.default#1",)),
+        "conv": Term("Opaque", ("x", "w"), (f"tosa.{producer}.default#1",)),
         "rescale": Term("Rescale", ("conv",), ("torch.int8", (3, 5), (30, 30), 0, 0, "")),
-        "t": Term("Transpose", ("rescale",), ((0, 2, 1),)),
+        "t": Term("Transpose", ("rescale",), (perm,)),
     }
     return graph, ["t", "rescale"] if second_reader else ["t"]
 
@@ -136,11 +139,16 @@ def test_a_transpose_that_alone_reads_a_convolution_is_folded_where_vela_folds_i
     assert folded_transposes(alone, roots, model) == (["t"] if folds else [])
     shared, roots = conv_then_transpose(second_reader=True)
     assert folded_transposes(shared, roots, model) == []
-    priced = graph_cost(alone, ["t"], lambda _value: TYPE, model)
-    unfolded = graph_cost(alone, ["t"], lambda _value: TYPE, model, lambda v, t: model.cost(t, TYPE, [TYPE] * len(t.args)))
-    assert priced == unfolded  # the same term costs: graph_cost's default prices each term with the model
-    transpose = model.cost(alone["t"], TYPE, [TYPE])
-    assert graph_cost(shared, ["t", "rescale"], lambda _value: TYPE, model) - priced == pytest.approx(transpose if folds else 0.0)
+    transpose = model.cost(alone["t"], NHWC, [NHWC])
+    priced = graph_cost(alone, ["t"], lambda _value: NHWC, model)
+    assert graph_cost(shared, ["t", "rescale"], lambda _value: NHWC, model) - priced == pytest.approx(transpose if folds else 0.0)
+
+
+@pytest.mark.parametrize("producer, perm", [("MATMUL", (0, 3, 1, 2)), ("CONV2D", (0, 2, 1, 3))])
+def test_only_the_fold_calibration_measured_is_assumed(producer, perm):
+    """A CONV2D's output written NCHW was measured folded; a MATMUL's output, or another permutation, was not."""
+    graph, roots = conv_then_transpose(second_reader=False, producer=producer, perm=perm)
+    assert folded_transposes(graph, roots, VelaCalibratedCost("ethos-u85-256")) == []
 
 
 @pytest.mark.parametrize("target, folds", [("ethos-u55-128", False), ("ethos-u85-256", True)])
