@@ -20,6 +20,14 @@ spans several inputs is split off one input at a time.) The laws that rebuild
 a concat's input list are generated per position, and slice-slice per rank;
 those variants are named `<law>-at<k>` and `<law>-rank<r>`.
 
+Bounds: each rule joins the matched slice or concat with at most two inputs
+besides the leading ones, all keyed on (parts, index), so a round's joins grow
+with the matches. The terms do not always: concat-of-adjacent-slices-at<k>
+merges any adjacent pair, so a concat of r adjacent slices of one tensor gets
+up to 2^(r-1) equivalent concats over r iterations (300 adjacent slices in
+concats of 2..16 inputs pass 600k e-nodes in 5 iterations); the e-node
+budget stops it.
+
 Not covered: flattening into a concat of more than MAX_CONCAT_ARITY inputs,
 and adjacent slices past the first MAX_CONCAT_ARITY inputs of a concat (the
 per-position rules stop there). Strided slices are not Slice terms.
