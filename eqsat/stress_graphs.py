@@ -18,7 +18,7 @@ from eqsat.graph_builder import GraphBuilder
 
 TOSA = exir_ops.backend.tosa
 
-KINDS = ("rescale", "transpose", "table", "slice")
+KINDS = ("rescale", "transpose", "table", "slice", "adjacent-slice")
 
 
 def arity_groups(count: int, low: int = 2, high: int = 16) -> list[range]:
@@ -38,7 +38,8 @@ def same_parameter_graph(kind: str, count: int, low: int = 2, high: int = 16) ->
     - transpose: TRANSPOSE(x_i, [0, 2, 3, 1]), concats along the last axis, each also transposed back;
     - table: TABLE(x_i, one shared lookup table), concats along axis 1;
     - slice: `count` slices of one tensor, each group concatenated in reverse order (a circular shift does so),
-      so adjacent slices never meet in order.
+      so adjacent slices never meet in order;
+    - adjacent-slice: the same slices, each group concatenated in order (a run of adjacent slices).
     """
     g = GraphBuilder()
     groups = arity_groups(count, low, high)
@@ -55,10 +56,11 @@ def same_parameter_graph(kind: str, count: int, low: int = 2, high: int = 16) ->
         lut = g.constant("lut", torch.arange(-128, 128, dtype=torch.int8).flip(0).contiguous())
         terms = [g.call(TOSA.TABLE.default, g.input(f"x{i}", (1, 4)), lut) for i in range(count)]
         outputs = [g.call(TOSA.CONCAT.default, [terms[i] for i in group], axis=1) for group in groups]
-    elif kind == "slice":
+    elif kind in ("slice", "adjacent-slice"):
         x = g.input("x", (1, 4 * count))
         terms = [g.call(TOSA.SLICE.default, x, g.const_shape((0, 4 * i)), g.const_shape((1, 4))) for i in range(count)]
-        outputs = [g.call(TOSA.CONCAT.default, [terms[i] for i in reversed(group)], axis=1) for group in groups]
+        order = reversed if kind == "slice" else list
+        outputs = [g.call(TOSA.CONCAT.default, [terms[i] for i in order(group)], axis=1) for group in groups]
     else:
         raise ValueError(f"unknown kind {kind!r}; known: {KINDS}")
     return g.output(*outputs)

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from egglog import String, StringLike, Vec, eq, function, i64, i64Like, relation, rule, ruleset, set_, union, var
 
-from eqsat.rules.guards import MAX_RANK
+from eqsat.rules.guards import MAX_RANK, adjacent_along
 from eqsat.terms import Tensor, dtype, shape
 
 x, t = var("x", Tensor), var("t", Tensor)
@@ -324,3 +324,91 @@ def _hoistable_concat_inputs():
         eq(item).to(source.transpose(perm)),
         name="transposed-sources-next",
     ).then(set_(transposed_sources(parts, perm, index + 1)).to(sources.push(source)))
+
+
+@function(egg_fn="slice_run_begin", merge=lambda old, new: old.min(new))
+def slice_run_begin(parts: Vec[Tensor], axis: i64Like, x: Tensor, start: Vec[i64], index: i64Like) -> i64:
+    """The first input of the run of adjacent slices of x, along axis, in concat(parts, axis) that holds
+    parts[index] == slice(x, start, _): the smallest b with parts[b..index] slices of x, each starting
+    along axis where the one before it ends, the same box on every other dim. (Merge: min, so its
+    value after saturation is the run's true first input.)"""
+
+
+@function(egg_fn="slice_run_end", merge=lambda old, new: old.max(new))
+def slice_run_end(parts: Vec[Tensor], axis: i64Like, x: Tensor, start: Vec[i64], index: i64Like) -> i64:
+    """One past the last input of that run (merge: max)."""
+
+
+@function(egg_fn="first_slice_run", merge=lambda old, new: old.min(new))
+def first_slice_run(parts: Vec[Tensor], axis: i64Like) -> i64:
+    """The first input of the first run of two or more adjacent slices in concat(parts, axis) (merge: min:
+    while the runs are being found a later input may be proposed, never an earlier one)."""
+
+
+@function(egg_fn="leading_parts", merge=lambda old, new: old)
+def leading_parts(parts: Vec[Tensor], count: i64Like) -> Vec[Tensor]:
+    """parts[:count], for the concats with a run of adjacent slices (Vec has no slice primitive)."""
+
+
+@function(egg_fn="trailing_parts", merge=lambda old, new: old)
+def trailing_parts(parts: Vec[Tensor], first: i64Like) -> Vec[Tensor]:
+    """parts[first:], for the concats with a run of adjacent slices."""
+
+
+@analysis.register
+def _adjacent_slice_runs():
+    index, begin, end, before, first = (var(n, i64) for n in ("index", "begin", "end", "before", "first"))
+    start_b, size_b = var("start_b", Vec[i64]), var("size_b", Vec[i64])
+    head, rest = var("head", Vec[Tensor]), var("rest", Vec[Tensor])
+    item, source = var("item", Tensor), var("source", Tensor)
+    # slice_run_begin(parts, axis, x, start, i) == i == slice_run_end(...) - 1  for every input parts[i] == slice(x, start, _)
+    yield rule(
+        eq(t).to(Tensor.concat(parts, axis)),
+        eq(item).to(Tensor.element(parts, index)),
+        eq(item).to(source.slice(start, size)),
+        name="slice-run-single",
+    ).then(
+        set_(slice_run_begin(parts, axis, source, start, index)).to(index),
+        set_(slice_run_end(parts, axis, source, start, index)).to(index + 1),
+    )
+    # slice_run_begin(.., start_b, i + 1) <= slice_run_begin(.., start, i)  when parts[i + 1] == slice(x, start_b, size_b)
+    #   follows parts[i] == slice(x, start, size) along axis (keyed on the row for i, one input at a time)
+    yield rule(
+        eq(begin).to(slice_run_begin(parts, axis, source, start, index)),
+        eq(Tensor.element(parts, index)).to(source.slice(start, size)),
+        eq(Tensor.element(parts, index + 1)).to(source.slice(start_b, size_b)),
+        *adjacent_along(axis, start, size, start_b, size_b),
+        name="slice-run-begin-next",
+    ).then(set_(slice_run_begin(parts, axis, source, start_b, index + 1)).to(begin))
+    # slice_run_end(.., start, i - 1) >= slice_run_end(.., start_b, i)  when parts[i - 1] == slice(x, start, size) is followed
+    #   along axis by parts[i] == slice(x, start_b, size_b)
+    yield rule(
+        eq(end).to(slice_run_end(parts, axis, source, start_b, index)),
+        eq(before).to(index - 1),
+        i64(0) <= before,
+        eq(Tensor.element(parts, before)).to(source.slice(start, size)),
+        eq(Tensor.element(parts, index)).to(source.slice(start_b, size_b)),
+        *adjacent_along(axis, start, size, start_b, size_b),
+        name="slice-run-end-previous",
+    ).then(set_(slice_run_end(parts, axis, source, start, before)).to(end))
+    # first_slice_run(parts, axis) <= i  when a run of two or more adjacent slices starts at i
+    yield rule(
+        eq(index).to(slice_run_begin(parts, axis, source, start, index)),
+        eq(end).to(slice_run_end(parts, axis, source, start, index)),
+        index + 2 <= end,
+        name="first-slice-run",
+    ).then(set_(first_slice_run(parts, axis)).to(index), set_(leading_parts(parts, i64(0))).to(Vec[Tensor].empty()), set_(trailing_parts(parts, i64(0))).to(parts))
+    # leading_parts(parts, i + 1) == leading_parts(parts, i) + [parts[i]]  while i < first_slice_run(parts, _)
+    yield rule(
+        eq(head).to(leading_parts(parts, index)),
+        eq(first).to(first_slice_run(parts, axis)),
+        index < first,
+        eq(item).to(Tensor.element(parts, index)),
+        name="leading-parts-next",
+    ).then(set_(leading_parts(parts, index + 1)).to(head.push(item)))
+    # trailing_parts(parts, i + 1) == trailing_parts(parts, i) without its first element  while i < len(parts)
+    yield rule(
+        eq(rest).to(trailing_parts(parts, index)),
+        index < parts.length(),
+        name="trailing-parts-next",
+    ).then(set_(trailing_parts(parts, index + 1)).to(rest.remove(i64(0))))
