@@ -18,7 +18,7 @@ from eqsat.graph_builder import GraphBuilder
 
 TOSA = exir_ops.backend.tosa
 
-KINDS = ("rescale", "transpose", "table", "slice", "adjacent-slice")
+KINDS = ("rescale", "transpose", "table", "slice", "adjacent-slice", "nested-concat")
 
 
 def arity_groups(count: int, low: int = 2, high: int = 16) -> list[range]:
@@ -39,7 +39,8 @@ def same_parameter_graph(kind: str, count: int, low: int = 2, high: int = 16) ->
     - table: TABLE(x_i, one shared lookup table), concats along axis 1;
     - slice: `count` slices of one tensor, each group concatenated in reverse order (a circular shift does so),
       so adjacent slices never meet in order;
-    - adjacent-slice: the same slices, each group concatenated in order (a run of adjacent slices).
+    - adjacent-slice: the same slices, each group concatenated in order (a run of adjacent slices);
+    - nested-concat: `count` concats of two inputs each, the groups of them concatenated along the same axis.
     """
     g = GraphBuilder()
     groups = arity_groups(count, low, high)
@@ -61,6 +62,9 @@ def same_parameter_graph(kind: str, count: int, low: int = 2, high: int = 16) ->
         terms = [g.call(TOSA.SLICE.default, x, g.const_shape((0, 4 * i)), g.const_shape((1, 4))) for i in range(count)]
         order = reversed if kind == "slice" else list
         outputs = [g.call(TOSA.CONCAT.default, [terms[i] for i in order(group)], axis=1) for group in groups]
+    elif kind == "nested-concat":
+        terms = [g.call(TOSA.CONCAT.default, [g.input(f"a{i}", (1, 4)), g.input(f"b{i}", (1, 4))], axis=1) for i in range(count)]
+        outputs = [g.call(TOSA.CONCAT.default, [terms[i] for i in group], axis=1) for group in groups]
     else:
         raise ValueError(f"unknown kind {kind!r}; known: {KINDS}")
     return g.output(*outputs)

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from egglog import String, StringLike, Vec, eq, function, i64, i64Like, relation, rule, ruleset, set_, union, var
 
-from eqsat.rules.guards import MAX_RANK, adjacent_along
+from eqsat.rules.guards import MAX_CONCAT_ARITY, MAX_RANK, adjacent_along
 from eqsat.terms import Tensor, dtype, shape
 
 x, t = var("x", Tensor), var("t", Tensor)
@@ -345,14 +345,34 @@ def first_slice_run(parts: Vec[Tensor], axis: i64Like) -> i64:
     while the runs are being found a later input may be proposed, never an earlier one)."""
 
 
+@function(egg_fn="first_nested_concat", merge=lambda old, new: old.min(new))
+def first_nested_concat(parts: Vec[Tensor], axis: i64Like) -> i64:
+    """The first input of concat(parts, axis) that is itself a concat along axis and can be flattened into it
+    (the flattened concat has at most MAX_CONCAT_ARITY + 1 inputs). Merge: min."""
+
+
+@function(egg_fn="leading_wanted", merge=lambda old, new: old.max(new))
+def leading_wanted(parts: Vec[Tensor]) -> i64:
+    """How many leading inputs of parts some law rebuilds a concat from (merge: max)."""
+
+
 @function(egg_fn="leading_parts", merge=lambda old, new: old)
 def leading_parts(parts: Vec[Tensor], count: i64Like) -> Vec[Tensor]:
-    """parts[:count], for the concats with a run of adjacent slices (Vec has no slice primitive)."""
+    """parts[:count] for count <= leading_wanted(parts) (Vec has no slice primitive)."""
 
 
 @function(egg_fn="trailing_parts", merge=lambda old, new: old)
 def trailing_parts(parts: Vec[Tensor], first: i64Like) -> Vec[Tensor]:
-    """parts[first:], for the concats with a run of adjacent slices."""
+    """parts[first:], for the concats some law rebuilds (those with a leading_wanted)."""
+
+
+def wants_leading(parts: Vec[Tensor], count: i64) -> list:
+    """Actions: build leading_parts(parts, 0..count) and trailing_parts(parts, 0..len(parts))."""
+    return [
+        set_(leading_wanted(parts)).to(count),
+        set_(leading_parts(parts, i64(0))).to(Vec[Tensor].empty()),
+        set_(trailing_parts(parts, i64(0))).to(parts),
+    ]
 
 
 @analysis.register
@@ -397,11 +417,19 @@ def _adjacent_slice_runs():
         eq(end).to(slice_run_end(parts, axis, source, start, index)),
         index + 2 <= end,
         name="first-slice-run",
-    ).then(set_(first_slice_run(parts, axis)).to(index), set_(leading_parts(parts, i64(0))).to(Vec[Tensor].empty()), set_(trailing_parts(parts, i64(0))).to(parts))
-    # leading_parts(parts, i + 1) == leading_parts(parts, i) + [parts[i]]  while i < first_slice_run(parts, _)
+    ).then(set_(first_slice_run(parts, axis)).to(index), *wants_leading(parts, index))
+    inner = var("inner", Vec[Tensor])
+    # first_nested_concat(parts, axis) <= i  when parts[i] == concat(inner, axis) and len(parts) + len(inner) <= MAX_CONCAT_ARITY + 1
+    yield rule(
+        eq(t).to(Tensor.concat(parts, axis)),
+        eq(Tensor.element(parts, index)).to(Tensor.concat(inner, axis)),
+        parts.length() + inner.length() <= i64(MAX_CONCAT_ARITY + 1),
+        name="first-nested-concat",
+    ).then(set_(first_nested_concat(parts, axis)).to(index), *wants_leading(parts, index))
+    # leading_parts(parts, i + 1) == leading_parts(parts, i) + [parts[i]]  while i < leading_wanted(parts)
     yield rule(
         eq(head).to(leading_parts(parts, index)),
-        eq(first).to(first_slice_run(parts, axis)),
+        eq(first).to(leading_wanted(parts)),
         index < first,
         eq(item).to(Tensor.element(parts, index)),
         name="leading-parts-next",
