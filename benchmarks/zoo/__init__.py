@@ -10,10 +10,12 @@ from dataclasses import dataclass, field
 import torch
 
 from benchmarks.zoo.attention_permute import build_attention_permute
+from benchmarks.zoo.bandwise_mlp import build_bandwise_mlp
 from benchmarks.zoo.conformer_block import build_conformer_block
 from benchmarks.zoo.ds_cnn_kws import build_ds_cnn_kws
 from benchmarks.zoo.emg_conv1d_stem import build_emg_conv1d_stem
 from benchmarks.zoo.emg_fusion import build_emg_fusion
+from benchmarks.zoo.emg_gru_gesture import build_emg_gru_gesture
 from benchmarks.zoo.emg_recurrent_decoder import build_emg_recurrent_decoder
 from benchmarks.zoo.fc_autoencoder import build_fc_autoencoder
 from benchmarks.zoo.mobilenet_v1_vww import build_mobilenet_v1_vww, build_mobilenet_v1_vww_96
@@ -74,6 +76,18 @@ _SPECS = (
         "emg",
         "Strided conv1d EMG encoder, gated recurrent cell unrolled over 4 steps",
         build_emg_recurrent_decoder,
+    ),
+    ModelSpec(
+        "emg-gru-gesture",
+        "emg",
+        "Two-layer GRU (explicit gates) unrolled over 8 frames, hoisted input projections sliced per step, layer norm",
+        build_emg_gru_gesture,
+    ),
+    ModelSpec(
+        "bandwise-mlp",
+        "emg",
+        "Per-band MLPs over 16 electrode bands, circular band shift as slice + cat, layer norm",
+        build_bandwise_mlp,
     ),
     ModelSpec(
         "ds-cnn-kws",

@@ -5,13 +5,21 @@ These rules derive them for new terms, and name the operands of concats and
 elementwise ops with `element` handles that other rules join on. They create
 no extractable terms, so they are saturated apart from the rewrites
 (STYLE §egglog-python).
+
+Bounds: every rule joins the matched term with at most two facts keyed on it
+(its operand's shape, its element at index i, the previous step of an
+inductive helper); the helpers that enumerate a Vec (`concat_offset`,
+`prefix_min`, `window`, `rescaled_sources`, `transposed_sources`) take one
+element per step. Ops of one key share their dtype through `keyed_dtype`
+instead of a join of every pair of same-key ops.
 """
 
 from __future__ import annotations
 
-from egglog import String, Vec, eq, function, i64, i64Like, relation, rule, ruleset, set_, union, var
+from egglog import String, StringLike, Vec, eq, function, i64, i64Like, relation, rule, ruleset, set_, union, var
 
 from eqsat.ir import MAX_RANK
+from eqsat.rules.guards import MAX_CONCAT_ARITY, adjacent_along
 from eqsat.terms import Tensor, dtype, shape
 
 x, t = var("x", Tensor), var("t", Tensor)
@@ -35,6 +43,11 @@ def concat_offset(parts: Vec[Tensor], axis: i64Like, index: i64Like) -> i64:
     """
 
 
+@function(egg_fn="keyed_dtype", merge=lambda old, new: old)
+def keyed_dtype(key: StringLike) -> String:
+    """The output type of the reduce or table ops with this key (the key names the op and fixes its output type)."""
+
+
 @analysis.register
 def _data_movement_shapes():
     # shape(transpose(x, p))[i] == shape(x)[p[i]]
@@ -46,16 +59,18 @@ def _data_movement_shapes():
     # shape(reshape(x, s)) == s
     yield rule(eq(t).to(x.reshape(new_shape)), name="shape-reshape").then(set_(shape(t)).to(new_shape))
     # shape(reduce(k, x, a)) == shape(x) with dim a set to 1
-    key, y, other_axis = var("key", String), var("y", Tensor), var("other_axis", i64)
+    key = var("key", String)
     yield rule(eq(t).to(Tensor.reduce(key, x, axis)), eq(dims).to(shape(x)), axis < dims.length(), name="shape-reduce").then(
         set_(shape(t)).to(dims.set(axis, i64(1)))
     )
-    # dtype(reduce(k, x, a)) == dtype(reduce(k, y, b)): the key fixes the op and its output type
-    yield rule(
-        eq(t).to(Tensor.reduce(key, x, axis)),
-        eq(element_type).to(dtype(Tensor.reduce(key, y, other_axis))),
-        name="dtype-reduce",
-    ).then(set_(dtype(t)).to(element_type))
+    # dtype(reduce(k, x, a)) == keyed_dtype(k) == dtype(reduce(k, y, b)): the key fixes the op and its output type
+    #   (through keyed_dtype, so each rule joins two atoms keyed on one term, not every pair of same-key reduces)
+    yield rule(eq(t).to(Tensor.reduce(key, x, axis)), eq(element_type).to(dtype(t)), name="keyed-dtype-of-reduce").then(
+        set_(keyed_dtype(key)).to(element_type)
+    )
+    yield rule(eq(t).to(Tensor.reduce(key, x, axis)), eq(element_type).to(keyed_dtype(key)), name="dtype-reduce").then(
+        set_(dtype(t)).to(element_type)
+    )
     # shape(rescale(x, ...)) == shape(x)
     yield rule(eq(t).to(x.rescale(element_type, multipliers, shifts, in_zp, out_zp, tag)), eq(dims).to(shape(x)), name="shape-rescale").then(
         set_(shape(t)).to(dims)
@@ -76,15 +91,16 @@ def _pad_and_table_types():
         ).then(set_(shape(t)).to(Vec[i64](*[dims[i] + padding[2 * i] + padding[2 * i + 1] for i in range(rank)])))
     # dtype(pad(x, padding, v)) == dtype(x)
     yield rule(eq(t).to(x.pad(padding, value)), eq(element_type).to(dtype(x))).then(set_(dtype(t)).to(element_type))
-    key, lut, y, other_lut = var("key", String), var("lut", Tensor), var("y", Tensor), var("other_lut", Tensor)
+    key, lut = var("key", String), var("lut", Tensor)
     # shape(table(k, x, lut)) == shape(x)
     yield rule(eq(t).to(Tensor.table(key, x, lut)), eq(dims).to(shape(x)), name="shape-table").then(set_(shape(t)).to(dims))
-    # dtype(table(k, x, lut)) == dtype(table(k, y, lut')): the key fixes the op and its output type
-    yield rule(
-        eq(t).to(Tensor.table(key, x, lut)),
-        eq(element_type).to(dtype(Tensor.table(key, y, other_lut))),
-        name="dtype-table",
-    ).then(set_(dtype(t)).to(element_type))
+    # dtype(table(k, x, lut)) == keyed_dtype(k) == dtype(table(k, y, lut')): the key fixes the op and its output type
+    yield rule(eq(t).to(Tensor.table(key, x, lut)), eq(element_type).to(dtype(t)), name="keyed-dtype-of-table").then(
+        set_(keyed_dtype(key)).to(element_type)
+    )
+    yield rule(eq(t).to(Tensor.table(key, x, lut)), eq(element_type).to(keyed_dtype(key)), name="dtype-table").then(
+        set_(dtype(t)).to(element_type)
+    )
 
 
 @analysis.register
@@ -237,3 +253,191 @@ def _channel_vectors():
         eq(element).to(v[axis + k]),
         name="window-next",
     ).then(set_(window(v, axis, k + 1)).to(w.push(element)))
+
+
+@function(egg_fn="rescaled_sources", merge=lambda old, new: old)
+def rescaled_sources(
+    parts: Vec[Tensor],
+    dtype: StringLike,
+    multipliers: Vec[i64],
+    shifts: Vec[i64],
+    in_zp: i64Like,
+    out_zp: i64Like,
+    tag: i64Like,
+    source_dtype: StringLike,
+    count: i64Like,
+) -> Vec[Tensor]:
+    """[a_0, ..., a_{count-1}] when parts[i] == rescale(a_i, dtype, multipliers, shifts, in_zp, out_zp, tag_i) for every
+    i < count, every a_i has dtype source_dtype, and tag is the tag of parts[0]'s rescale.
+
+    Defined for the inputs of every concat whose first input is a rescale, one
+    input at a time, so that concat-of-rescales joins a bounded number of atoms
+    per step instead of one rescale atom per input (k-way self-joins explode,
+    DESIGN §3). Where an input's e-class holds several such rescales, the first
+    found is kept (merge: old); each is a valid source.
+    """
+
+
+@function(egg_fn="transposed_sources", merge=lambda old, new: old)
+def transposed_sources(parts: Vec[Tensor], perm: Vec[i64], count: i64Like) -> Vec[Tensor]:
+    """[a_0, ..., a_{count-1}] when parts[i] == transpose(a_i, perm) for every i < count.
+
+    Built like rescaled_sources, for transpose-hoist-from-concat.
+    """
+
+
+@analysis.register
+def _hoistable_concat_inputs():
+    first, item, y, source = var("first", Tensor), var("item", Tensor), var("y", Tensor), var("source", Tensor)
+    sources = var("sources", Vec[Tensor])
+    index, other_tag = var("index", i64), var("other_tag", i64)
+    source_type = var("source_type", String)
+    # rescaled_sources(parts, P, tag, d, 1) == [a]  when parts[0] == rescale(a, P, tag) and dtype(a) == d
+    yield rule(
+        eq(t).to(Tensor.concat(parts, axis)),
+        eq(first).to(Tensor.element(parts, i64(0))),
+        eq(first).to(x.rescale(element_type, multipliers, shifts, in_zp, out_zp, tag)),
+        eq(source_type).to(dtype(x)),
+        name="rescaled-sources-first",
+    ).then(set_(rescaled_sources(parts, element_type, multipliers, shifts, in_zp, out_zp, tag, source_type, i64(1))).to(Vec[Tensor](x)))
+    # rescaled_sources(parts, P, tag, d, i + 1) == rescaled_sources(parts, P, tag, d, i) + [a]
+    #   when parts[i] == rescale(a, P, any tag) and dtype(a) == d, while i < len(parts)
+    yield rule(
+        eq(sources).to(rescaled_sources(parts, element_type, multipliers, shifts, in_zp, out_zp, tag, source_type, index)),
+        index < parts.length(),
+        eq(item).to(Tensor.element(parts, index)),
+        eq(item).to(y.rescale(element_type, multipliers, shifts, in_zp, out_zp, other_tag)),
+        eq(source_type).to(dtype(y)),
+        name="rescaled-sources-next",
+    ).then(set_(rescaled_sources(parts, element_type, multipliers, shifts, in_zp, out_zp, tag, source_type, index + 1)).to(sources.push(y)))
+    # transposed_sources(parts, p, 1) == [a]  when parts[0] == transpose(a, p)
+    yield rule(
+        eq(t).to(Tensor.concat(parts, axis)),
+        eq(first).to(Tensor.element(parts, i64(0))),
+        eq(first).to(x.transpose(perm)),
+        name="transposed-sources-first",
+    ).then(set_(transposed_sources(parts, perm, i64(1))).to(Vec[Tensor](x)))
+    # transposed_sources(parts, p, i + 1) == transposed_sources(parts, p, i) + [a]  when parts[i] == transpose(a, p), while i < len(parts)
+    yield rule(
+        eq(sources).to(transposed_sources(parts, perm, index)),
+        index < parts.length(),
+        eq(item).to(Tensor.element(parts, index)),
+        eq(item).to(source.transpose(perm)),
+        name="transposed-sources-next",
+    ).then(set_(transposed_sources(parts, perm, index + 1)).to(sources.push(source)))
+
+
+@function(egg_fn="slice_run_begin", merge=lambda old, new: old.min(new))
+def slice_run_begin(parts: Vec[Tensor], axis: i64Like, x: Tensor, start: Vec[i64], index: i64Like) -> i64:
+    """The first input of the run of adjacent slices of x, along axis, in concat(parts, axis) that holds
+    parts[index] == slice(x, start, _): the smallest b with parts[b..index] slices of x, each starting
+    along axis where the one before it ends, the same box on every other dim. (Merge: min, so its
+    value after saturation is the run's true first input.)"""
+
+
+@function(egg_fn="slice_run_end", merge=lambda old, new: old.max(new))
+def slice_run_end(parts: Vec[Tensor], axis: i64Like, x: Tensor, start: Vec[i64], index: i64Like) -> i64:
+    """One past the last input of that run (merge: max)."""
+
+
+@function(egg_fn="first_slice_run", merge=lambda old, new: old.min(new))
+def first_slice_run(parts: Vec[Tensor], axis: i64Like) -> i64:
+    """The first input of the first run of two or more adjacent slices in concat(parts, axis) (merge: min:
+    while the runs are being found a later input may be proposed, never an earlier one)."""
+
+
+@function(egg_fn="first_nested_concat", merge=lambda old, new: old.min(new))
+def first_nested_concat(parts: Vec[Tensor], axis: i64Like) -> i64:
+    """The first input of concat(parts, axis) that is itself a concat along axis and can be flattened into it
+    (the flattened concat has at most MAX_CONCAT_ARITY + 1 inputs). Merge: min."""
+
+
+@function(egg_fn="leading_wanted", merge=lambda old, new: old.max(new))
+def leading_wanted(parts: Vec[Tensor]) -> i64:
+    """How many leading inputs of parts some law rebuilds a concat from (merge: max)."""
+
+
+@function(egg_fn="leading_parts", merge=lambda old, new: old)
+def leading_parts(parts: Vec[Tensor], count: i64Like) -> Vec[Tensor]:
+    """parts[:count] for count <= leading_wanted(parts) (Vec has no slice primitive)."""
+
+
+@function(egg_fn="trailing_parts", merge=lambda old, new: old)
+def trailing_parts(parts: Vec[Tensor], first: i64Like) -> Vec[Tensor]:
+    """parts[first:], for the concats some law rebuilds (those with a leading_wanted)."""
+
+
+def wants_leading(parts: Vec[Tensor], count: i64) -> list:
+    """Actions: build leading_parts(parts, 0..count) and trailing_parts(parts, 0..len(parts))."""
+    return [
+        set_(leading_wanted(parts)).to(count),
+        set_(leading_parts(parts, i64(0))).to(Vec[Tensor].empty()),
+        set_(trailing_parts(parts, i64(0))).to(parts),
+    ]
+
+
+@analysis.register
+def _adjacent_slice_runs():
+    index, begin, end, before, first = (var(n, i64) for n in ("index", "begin", "end", "before", "first"))
+    start_b, size_b = var("start_b", Vec[i64]), var("size_b", Vec[i64])
+    head, rest = var("head", Vec[Tensor]), var("rest", Vec[Tensor])
+    item, source = var("item", Tensor), var("source", Tensor)
+    # slice_run_begin(parts, axis, x, start, i) == i == slice_run_end(...) - 1  for every input parts[i] == slice(x, start, _)
+    yield rule(
+        eq(t).to(Tensor.concat(parts, axis)),
+        eq(item).to(Tensor.element(parts, index)),
+        eq(item).to(source.slice(start, size)),
+        name="slice-run-single",
+    ).then(
+        set_(slice_run_begin(parts, axis, source, start, index)).to(index),
+        set_(slice_run_end(parts, axis, source, start, index)).to(index + 1),
+    )
+    # slice_run_begin(.., start_b, i + 1) <= slice_run_begin(.., start, i)  when parts[i + 1] == slice(x, start_b, size_b)
+    #   follows parts[i] == slice(x, start, size) along axis (keyed on the row for i, one input at a time)
+    yield rule(
+        eq(begin).to(slice_run_begin(parts, axis, source, start, index)),
+        eq(Tensor.element(parts, index)).to(source.slice(start, size)),
+        eq(Tensor.element(parts, index + 1)).to(source.slice(start_b, size_b)),
+        *adjacent_along(axis, start, size, start_b, size_b),
+        name="slice-run-begin-next",
+    ).then(set_(slice_run_begin(parts, axis, source, start_b, index + 1)).to(begin))
+    # slice_run_end(.., start, i - 1) >= slice_run_end(.., start_b, i)  when parts[i - 1] == slice(x, start, size) is followed
+    #   along axis by parts[i] == slice(x, start_b, size_b)
+    yield rule(
+        eq(end).to(slice_run_end(parts, axis, source, start_b, index)),
+        eq(before).to(index - 1),
+        i64(0) <= before,
+        eq(Tensor.element(parts, before)).to(source.slice(start, size)),
+        eq(Tensor.element(parts, index)).to(source.slice(start_b, size_b)),
+        *adjacent_along(axis, start, size, start_b, size_b),
+        name="slice-run-end-previous",
+    ).then(set_(slice_run_end(parts, axis, source, start, before)).to(end))
+    # first_slice_run(parts, axis) <= i  when a run of two or more adjacent slices starts at i
+    yield rule(
+        eq(index).to(slice_run_begin(parts, axis, source, start, index)),
+        eq(end).to(slice_run_end(parts, axis, source, start, index)),
+        index + 2 <= end,
+        name="first-slice-run",
+    ).then(set_(first_slice_run(parts, axis)).to(index), *wants_leading(parts, index))
+    inner = var("inner", Vec[Tensor])
+    # first_nested_concat(parts, axis) <= i  when parts[i] == concat(inner, axis) and len(parts) + len(inner) <= MAX_CONCAT_ARITY + 1
+    yield rule(
+        eq(t).to(Tensor.concat(parts, axis)),
+        eq(Tensor.element(parts, index)).to(Tensor.concat(inner, axis)),
+        parts.length() + inner.length() <= i64(MAX_CONCAT_ARITY + 1),
+        name="first-nested-concat",
+    ).then(set_(first_nested_concat(parts, axis)).to(index), *wants_leading(parts, index))
+    # leading_parts(parts, i + 1) == leading_parts(parts, i) + [parts[i]]  while i < leading_wanted(parts)
+    yield rule(
+        eq(head).to(leading_parts(parts, index)),
+        eq(first).to(leading_wanted(parts)),
+        index < first,
+        eq(item).to(Tensor.element(parts, index)),
+        name="leading-parts-next",
+    ).then(set_(leading_parts(parts, index + 1)).to(head.push(item)))
+    # trailing_parts(parts, i + 1) == trailing_parts(parts, i) without its first element  while i < len(parts)
+    yield rule(
+        eq(rest).to(trailing_parts(parts, index)),
+        index < parts.length(),
+        name="trailing-parts-next",
+    ).then(set_(trailing_parts(parts, index + 1)).to(rest.remove(i64(0))))

@@ -30,6 +30,11 @@ Laws:
   channels takes the window of multipliers and shifts of the channels it
   keeps (the analysis builds it: `window`).
 
+Bounds: every rule joins a rescale with at most one operand or consumer, keyed on
+the matched term. concat-of-rescales reads the inputs' sources from the analysis
+(`rescaled_sources`, built one input at a time), so a round costs a constant per
+concat input, never one join per same-parameter rescale per input (DESIGN §3).
+
 Not covered: fusion after a per-channel rescale to int32 (an exponent per
 channel: the fused shifts would be an elementwise difference of two Vecs,
 which egglog's Vec cannot express); concats along the channel axis of
@@ -41,11 +46,10 @@ from __future__ import annotations
 from egglog import Fact, String, UnstableFn, Vec, eq, i64, ruleset, var
 
 from eqsat.rules._law import law
-from eqsat.rules.analysis import prefix_min, window
+from eqsat.rules.analysis import prefix_min, rescaled_sources, window
 from eqsat.rules.guards import (
     INT32,
     concat_keeps_channels,
-    MAX_CONCAT_ARITY,
     NARROW_INPUTS,
     fuses_exactly,
     is_exact_one_per_channel,
@@ -200,21 +204,15 @@ def _data_movement_through_rescale():
 
 @rescale.register
 def _concat_of_rescales():
-    source_dtype = var("source_dtype", String)
-    for arity in range(2, MAX_CONCAT_ARITY + 1):
-        items = [var(f"part{i}", Tensor) for i in range(arity)]
-        sources = [var(f"source{i}", Tensor) for i in range(arity)]
-        tags = [tag] + [var(f"tag{i}", i64) for i in range(1, arity)]  # the hoisted rescale keeps the first input's tag
-        binds = [eq(parts.length()).to(i64(arity))] + [eq(item).to(Tensor.element(parts, i64(i))) for i, item in enumerate(items)]
-        # concat([rescale(a_i, P)], axis) == rescale(concat([a_i], axis), P)  when every a_i has the same dtype and,
-        #   for a per-channel P, axis is not the channel (last) axis
-        yield law(
-            f"concat-of-rescales-{arity}",
-            Tensor.concat(parts, axis),
-            Tensor.concat(Vec(*sources), axis).rescale(out_dtype, m, sh, in_zp, out_zp, tag),
-            *binds,
-            *[eq(item).to(source.rescale(out_dtype, m, sh, in_zp, out_zp, source_tag)) for item, source, source_tag in zip(items, sources, tags)],
-            *[eq(dtype(source)).to(source_dtype) for source in sources],
-            eq(dims).to(shape(sources[0])),
-            *concat_keeps_channels(axis, dims, m),
-        )
+    source_dtype, sources = var("source_dtype", String), var("sources", Vec[Tensor])
+    # concat([rescale(a_i, P)], axis) == rescale(concat([a_i], axis), P)  when every a_i has the same dtype and,
+    #   for a per-channel P, axis is not the channel (last) axis (the hoisted rescale keeps the first input's tag)
+    yield law(
+        "concat-of-rescales",
+        Tensor.concat(parts, axis),
+        Tensor.concat(sources, axis).rescale(out_dtype, m, sh, in_zp, out_zp, tag),
+        i64(1) < parts.length(),
+        eq(sources).to(rescaled_sources(parts, out_dtype, m, sh, in_zp, out_zp, tag, source_dtype, parts.length())),
+        eq(dims).to(shape(sources[0])),
+        *concat_keeps_channels(axis, dims, m),
+    )

@@ -13,6 +13,10 @@ permutation the hardware supports. Each law lowers the rank by one; applied
 again it lowers it further. The split form (a transpose of a reshape that
 splits dims the permutation keeps together) follows from the merge form,
 reshape-reshape and reshape-identity, so it is not a law of its own.
+
+Bounds: each rule joins the matched reshape or transpose with its operand and
+its operand's shape, keyed on the matched term; none joins two terms that only
+share parameters.
 """
 
 from __future__ import annotations

@@ -9,6 +9,10 @@ terminates; the ops it moves past then compute only the sliced elements.
 Not covered: a reshape whose box is a partial row of the input's leading
 merged dim, or a slice that cuts more than one dim of a reshape's output;
 binary ops that broadcast.
+
+Bounds: each rule joins the matched slice with its operand (and at most two
+operand elements keyed on (operands, i), or the prefix products of two shapes),
+keyed on the matched term.
 """
 
 from __future__ import annotations

@@ -12,6 +12,12 @@ Elementwise (TOSA CLAMP and CAST, aten relu/neg/abs/clamp/bitwise_not).
 TABLE and PAD have laws of their own: a TABLE's lookup table is a second
 operand that stays where it is, and a PAD's (before, after) pairs move with
 the dims they pad.
+
+Bounds: each rule joins the matched transpose with its operand and at most
+two operand elements, or a concat with its inputs keyed on (parts, i);
+transpose-hoist-from-concat reads the inputs' sources from the analysis
+(`transposed_sources`, built one input at a time), so no rule joins one
+transpose atom per concat input (DESIGN §3).
 """
 
 from __future__ import annotations
@@ -22,6 +28,7 @@ from egglog import Fact, String, Vec, eq, i64, ruleset, var
 
 from eqsat.rules._law import law
 from eqsat.ir import MAX_RANK
+from eqsat.rules.analysis import transposed_sources
 from eqsat.rules.guards import (
     MAX_CONCAT_ARITY,
     is_identity_perm,
@@ -194,14 +201,13 @@ def _transpose_through_concat():
                 *binds,
                 eq(p[new_axis]).to(axis),
             )
-        sources = [var(f"source{i}", Tensor) for i in range(arity)]
-        source_axis = var("source_axis", i64)
-        # concat([transpose(a_i, p)], axis) == transpose(concat([a_i], p[axis]), p)
-        yield law(
-            f"transpose-hoist-from-concat-{arity}",
-            Tensor.concat(parts, axis),
-            Tensor.concat(Vec(*sources), source_axis).transpose(p),
-            *binds,
-            *[eq(item).to(source.transpose(p)) for item, source in zip(items, sources)],
-            eq(source_axis).to(p[axis]),
-        )
+    sources, source_axis = var("sources", Vec[Tensor]), var("source_axis", i64)
+    # concat([transpose(a_i, p)], axis) == transpose(concat([a_i], p[axis]), p)
+    yield law(
+        "transpose-hoist-from-concat",
+        Tensor.concat(parts, axis),
+        Tensor.concat(sources, source_axis).transpose(p),
+        i64(1) < parts.length(),
+        eq(sources).to(transposed_sources(parts, p, parts.length())),
+        eq(source_axis).to(p[axis]),
+    )

@@ -58,3 +58,25 @@ def test_new_reduces_and_rescales_get_the_shape_and_dtype_of_their_tensors():
     new_rescale = next(t for t in s.terms_of(scaled) if t.op == "Rescale")
     assert s.view.types[new_rescale.args[0]] == ((4, 2, 3), "torch.int32")
     assert s.view.types[s.class_of(scaled)] == ((4, 2, 3), "torch.int8")
+
+
+def test_hundreds_of_same_key_tables_are_typed_through_their_key():
+    """300 TABLEs with one key, each under a transpose that moves through it: saturation ends in a few
+    iterations, every new term typed. Table dtypes go through keyed_dtype (two atoms keyed on one table),
+    not a join of every pair of same-key tables (300^2 candidates)."""
+    from executorch.backends.arm.tosa.specification import TosaLoweringContext, TosaSpecification
+    from executorch.exir.dialects._ops import ops as exir_ops
+
+    tosa = exir_ops.backend.tosa
+    with TosaLoweringContext(TosaSpecification.create_from_string("TOSA-1.0+INT")):
+        g = GraphBuilder()
+        lut = g.constant("lut", torch.arange(-128, 128, dtype=torch.int8).flip(0).contiguous())
+        tables = [g.call(tosa.TABLE.default, g.input(f"x{i}", (1, 2, 3)), lut) for i in range(300)]
+        moved = [g.call(tosa.TRANSPOSE.default, table, [0, 2, 1]) for table in tables]
+        s = Saturated(g.output(*moved), transpose)
+    assert s.result.stop_reason == "saturated"
+    assert s.result.iterations <= 3
+    assert s.fired("transpose-through-table") == 300
+    assert all(s.view.types[s.class_of(m)] == ((1, 3, 2), "torch.int8") for m in moved)
+    new_inputs = [next(t for t in s.terms_of(m) if t.op == "Table").args[0] for m in moved]
+    assert all(s.view.types[c] == ((1, 3, 2), "torch.int8") for c in new_inputs)
