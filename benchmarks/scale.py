@@ -20,9 +20,10 @@ the run added (Linux VmHWM after resetting it through /proc/self/clear_refs,
 minus the resident size before the run: it counts egglog's native memory,
 which tracemalloc would not; each row runs in a fresh process, after a
 warm-up optimize of a tiny graph):
-- same-parameter: 300 RESCALEs (or TRANSPOSEs, or adjacent SLICEs of one
-  tensor) with identical parameters feeding concats of 2..16 inputs
-  (eqsat.stress_graphs), the shape that made per-arity rules explode;
+- same-parameter: 300 RESCALEs (or TRANSPOSEs, adjacent SLICEs of one
+  tensor, two-input CONCATs) with identical parameters feeding concats of
+  2..16 inputs (eqsat.stress_graphs), the shapes that made per-arity and
+  per-position rules explode;
 - gru-<n>: the zoo's two-layer unrolled GRU (hoisted input projection sliced
   per step, sigmoid/tanh TABLEs, MUL/ADD/SUB, LayerNorm) over n steps;
 - band-mlp-<n>: the zoo's per-band MLP over n bands, circular shift as slice + concat;
@@ -142,7 +143,7 @@ DEFAULT_STRESS_MODELS = ("gru-16", "band-mlp-32", "transformer-4")
 """The ones run by default: capturing a graph (quantizing and lowering it) takes 20 s to 3 min each on 2
 cores, so the default keeps the whole benchmark near 10 minutes."""
 
-SAME_PARAMETER_KINDS = ("rescale", "transpose", "adjacent-slice")
+SAME_PARAMETER_KINDS = ("rescale", "transpose", "adjacent-slice", "nested-concat")
 
 
 def stress_model(name: str) -> tuple[torch.nn.Module, tuple[torch.Tensor, ...]]:
