@@ -75,25 +75,32 @@ def build(spec: str):
     return module.eval(), inputs
 
 
-def run_one(spec: str, model: str, target: str, row_path: Path) -> None:
+QUANTIZATIONS = ("a8w8", "a16w8")
+"""The Arm quantizer configurations a benchmark can use (eqsat.lowering.QUANTIZATION_CONFIGS)."""
+
+
+def run_one(spec: str, model: str, target: str, row_path: Path, quantization: str = "a8w8") -> None:
     """Measure one model on one target and write its row (runs in a worker process)."""
     from eqsat.compare import compare
 
     module, example_inputs = build(spec)
-    comparison = compare(model, module, example_inputs, target)
-    row_path.write_text(json.dumps(comparison.as_dict(), indent=1))
+    comparison = compare(model, module, example_inputs, target, quantization=quantization)
+    row_path.write_text(json.dumps({**comparison.as_dict(), "quantization": quantization}, indent=1))
 
 
 def _row_path(out: Path, model: str, target: str) -> Path:
     return out / "runs" / f"{model}__{target}.json"
 
 
-def _is_current(row_path: Path, target: str) -> bool:
-    """The row exists and was measured with target's current cost-model calibration."""
-    return row_path.exists() and json.loads(row_path.read_text()).get("calibration") == vela_cost.calibration_digest(target)
+def _is_current(row_path: Path, target: str, quantization: str) -> bool:
+    """The row exists and was measured with target's current cost-model calibration and this quantization."""
+    if not row_path.exists():
+        return False
+    row = json.loads(row_path.read_text())
+    return row.get("calibration") == vela_cost.calibration_digest(target) and row.get("quantization", "a8w8") == quantization
 
 
-def run(models: dict[str, str], targets: list[str], out: Path, *, fresh: bool = False) -> list[dict]:
+def run(models: dict[str, str], targets: list[str], out: Path, *, fresh: bool = False, quantization: str = "a8w8") -> list[dict]:
     """Measure every model (name -> builder spec) on every target, each in its own process; returns the rows."""
     (out / "runs").mkdir(parents=True, exist_ok=True)
     jobs = [(m, t) for m in models for t in targets]
@@ -104,10 +111,10 @@ def run(models: dict[str, str], targets: list[str], out: Path, *, fresh: bool = 
         for model, target in progress:
             progress.set_postfix_str(f"{model} {target}")
             row_path = _row_path(out, model, target)
-            if not fresh and _is_current(row_path, target):
+            if not fresh and _is_current(row_path, target, quantization):
                 continue
             worker = subprocess.run(
-                [sys.executable, "-m", "eqsat.bench", models[model], model, target, str(row_path)],
+                [sys.executable, "-m", "eqsat.bench", models[model], model, target, str(row_path), quantization],
                 capture_output=True,
                 text=True,
                 env=env,
@@ -271,16 +278,19 @@ def write_results(rows: list[dict], out: Path) -> None:
     plot(rows, out)
 
 
-def main(models: dict[str, str], targets: list[str], out: Path, *, fresh: bool = False) -> int:
+def main(models: dict[str, str], targets: list[str], out: Path, *, fresh: bool = False, quantization: str = "a8w8") -> int:
     """Run, write the results and print the table; 0 when every row exists and is bit-exact."""
-    rows = run(models, targets, out, fresh=fresh)
+    rows = run(models, targets, out, fresh=fresh, quantization=quantization)
     write_results(rows, out)
     print(markdown_table(rows))
     print(summary(rows))
+    for row in rows:
+        if row["stock"]["cpu_ops"]:
+            print(f"eqsat bench: {row['model']} on {row['target']} is not fully delegated; on the CPU: {', '.join(row['stock']['cpu_ops'])}")
     print(f"results: {out / 'results.md'}, {out / 'results.json'}, charts in {out}")
     complete = len(rows) == len(models) * len(targets)
     return 0 if complete and all(r["bit_exact"] for r in rows) else 1
 
 
-if __name__ == "__main__":  # worker process: SPEC NAME TARGET ROW
-    run_one(sys.argv[1], sys.argv[2], sys.argv[3], Path(sys.argv[4]))
+if __name__ == "__main__":  # worker process: SPEC NAME TARGET ROW QUANTIZATION
+    run_one(sys.argv[1], sys.argv[2], sys.argv[3], Path(sys.argv[4]), sys.argv[5])

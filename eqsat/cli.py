@@ -19,7 +19,7 @@ def _bench(arguments: argparse.Namespace) -> int:
             print(f"eqsat bench: {error}", file=sys.stderr)
             return 2
         models[spec.rpartition(":")[2]] = spec
-    return bench.main(models, arguments.targets, arguments.out, fresh=arguments.fresh)
+    return bench.main(models, arguments.targets, arguments.out, fresh=arguments.fresh, quantization=arguments.quant)
 
 
 def _calibrate(arguments: argparse.Namespace) -> int:
@@ -65,6 +65,9 @@ def parser() -> argparse.ArgumentParser:
     )
     bench_command.add_argument("--model", action="append", required=True, metavar="SPEC", help="FILE.py:FUNCTION or MODULE:FUNCTION returning (torch.nn.Module, example_inputs); repeatable")
     bench_command.add_argument("--targets", nargs="+", default=list(bench.DEFAULT_TARGETS), choices=ACCELERATORS)
+    bench_command.add_argument(
+        "--quant", choices=bench.QUANTIZATIONS, default="a8w8", help="the Arm quantizer configuration: int8 (a8w8, default) or int16 activations with int8 weights (a16w8)"
+    )
     bench_command.add_argument("--out", type=Path, default=Path("benchmarks/results"), help="results directory")
     bench_command.add_argument("--fresh", action="store_true", help="rerun rows that already have results")
     bench_command.set_defaults(handler=_bench)

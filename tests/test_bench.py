@@ -57,8 +57,8 @@ def test_a_rerun_measures_only_missing_rows_and_rows_of_another_calibration(tmp_
     measured = []
 
     def worker(command, **_kwargs):
-        spec, model, target, path = command[-4:]
-        assert spec == f"specs:{model}"
+        spec, model, target, path, quantization = command[-5:]
+        assert spec == f"specs:{model}" and quantization == "a8w8"
         measured.append(model)
         with open(path, "w") as out:
             json.dump(row(model, 2, 2, current), out)
@@ -100,3 +100,27 @@ def test_eqsat_bench_refuses_a_bad_spec_in_one_line(capsys):
 
     assert main(["bench", "--model", "nowhere.py:build"]) == 2
     assert capsys.readouterr().err.strip() == "eqsat bench: nowhere.py:build: no file nowhere.py"
+
+
+def test_eqsat_bench_measures_a_users_model_end_to_end(tmp_path, capsys):
+    from eqsat.cli import main
+
+    source = tmp_path / "user_model.py"
+    source.write_text(
+        "import torch\n"
+        "class Net(torch.nn.Module):\n"
+        "    def __init__(self):\n"
+        "        super().__init__()\n"
+        "        self.conv = torch.nn.Conv2d(4, 8, 3, padding=1)\n"
+        "    def forward(self, x):\n"
+        "        return self.conv(x).permute(0, 2, 3, 1).permute(0, 3, 1, 2) + 1\n"
+        "def build():\n"
+        "    torch.manual_seed(0)\n"
+        "    return Net().eval(), (torch.randn(1, 4, 8, 8),)\n"
+    )
+    out = tmp_path / "results"
+    assert main(["bench", "--model", f"{source}:build", "--targets", TARGET, "--out", str(out), "--quant", "a16w8"]) == 0
+    (row,) = json.loads((out / "results.json").read_text())
+    assert row["model"] == "build" and row["quantization"] == "a16w8" and row["bit_exact"]
+    assert row["optimized"]["cycles_total"] <= row["stock"]["cycles_total"]
+    assert "| build | ethos-u55-128 |" in capsys.readouterr().out
