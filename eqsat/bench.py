@@ -271,9 +271,52 @@ def plot(rows: list[dict], out: Path) -> list[Path]:
     return written
 
 
+def cycles_by_source(measurement: dict) -> dict[str, int]:
+    """Vela's inference cycles (`Op Cycles`) of a lowering, summed per source TOSA operator."""
+    totals: dict[str, int] = {}
+    for layer in measurement.get("layers", []):
+        totals[layer["source"]] = totals.get(layer["source"], 0) + layer["cycles_total"]
+    return totals
+
+
+def where_cycles_went(row: dict) -> str:
+    """A markdown table: per source TOSA operator, inference cycles stock and eqsat, and what happened."""
+    stock, eqsat = cycles_by_source(row["stock"]), cycles_by_source(row["optimized"])
+    lines = [f"#### {row['model']} on {row['target']}", "", "| source TOSA op | stock | eqsat | change | |", "|---|---:|---:|---:|---|"]
+    for source in sorted(set(stock) | set(eqsat), key=lambda s: -max(stock.get(s, 0), eqsat.get(s, 0))):
+        before, after = stock.get(source, 0), eqsat.get(source, 0)
+        what = "vanished" if after == 0 < before else "appeared" if before == 0 < after else "dearer" if after > before else "cheaper" if after < before else ""
+        lines.append(f"| {source} | {before} | {after} | {after - before:+d} | {what} |")
+    return "\n".join(lines) + "\n"
+
+
+def plot_where_cycles_went(row: dict, path: Path) -> None:
+    """Two stacked bars, stock and eqsat, of inference cycles per source TOSA operator."""
+    stock, eqsat = cycles_by_source(row["stock"]), cycles_by_source(row["optimized"])
+    sources = sorted(set(stock) | set(eqsat), key=lambda s: -max(stock.get(s, 0), eqsat.get(s, 0)))
+    figure, axes = plt.subplots(figsize=(5, 4.5))
+    bottoms = [0, 0]
+    for source in sources:
+        heights = [stock.get(source, 0), eqsat.get(source, 0)]
+        axes.bar(["stock", "eqsat"], heights, bottom=bottoms, label=source)
+        bottoms = [b + h for b, h in zip(bottoms, heights)]
+    axes.set_ylabel("Vela inference cycles (Op Cycles)")
+    axes.set_title(f"{row['model']} on {row['target']}", fontsize=9)
+    axes.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    figure.tight_layout()
+    figure.savefig(path, dpi=110)
+    plt.close(figure)
+
+
 def write_results(rows: list[dict], out: Path) -> None:
     (out / "results.json").write_text(json.dumps(rows, indent=1))
-    (out / "results.md").write_text(markdown_table(rows))
+    with_layers = [r for r in rows if r["stock"].get("layers")]
+    where = ["", "## Where the cycles went", "", "Vela's inference cycles per source TOSA operator, stock and eqsat (per-layer `Op Cycles`).", ""]
+    where += [where_cycles_went(r) for r in with_layers]
+    (out / "results.md").write_text(markdown_table(rows) + ("\n".join(where) if with_layers else ""))
+    (out / "layers").mkdir(exist_ok=True)
+    for row in with_layers:
+        plot_where_cycles_went(row, out / "layers" / f"{row['model']}__{row['target']}.png")
     (out / "headline.md").write_text(headline_table(rows))
     plot(rows, out)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 
@@ -19,7 +20,12 @@ def _bench(arguments: argparse.Namespace) -> int:
             print(f"eqsat bench: {error}", file=sys.stderr)
             return 2
         models[spec.rpartition(":")[2]] = spec
-    return bench.main(models, arguments.targets, arguments.out, fresh=arguments.fresh, quantization=arguments.quant)
+    status = bench.main(models, arguments.targets, arguments.out, fresh=arguments.fresh, quantization=arguments.quant)
+    rows = json.loads((arguments.out / "results.json").read_text()) if (arguments.out / "results.json").exists() else []
+    for row in rows:
+        if row["model"] in models and row["stock"].get("layers"):
+            print(bench.where_cycles_went(row))
+    return status
 
 
 def _calibrate(arguments: argparse.Namespace) -> int:

@@ -38,6 +38,9 @@ class Measurement:
     data_movement_cycles: int
     tosa_ops: dict[str, int]
     lowering_seconds: float
+    layers: list[dict] = field(default_factory=list)
+    """Vela's per-layer figures, delegate after delegate: name, operator, source (the TOSA operator it
+    came from), cycles_total (`Op Cycles`), cycles_npu and cycles_access."""
 
 
 @dataclass
@@ -86,6 +89,18 @@ def measure(lowered: lowering.Lowered, workdir: Path) -> Measurement:
         ),
         tosa_ops=dict(sorted(ops.items())),
         lowering_seconds=lowered.seconds,
+        layers=[
+            {
+                "name": layer.name,
+                "operator": layer.operator,
+                "source": layer.source_operator or "(inserted by Vela)",
+                "cycles_total": layer.cycles_total,
+                "cycles_npu": layer.cycles_npu,
+                "cycles_access": layer.cycles_access,
+            }
+            for e in estimates
+            for layer in e.layers
+        ],
     )
 
 

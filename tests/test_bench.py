@@ -123,4 +123,21 @@ def test_eqsat_bench_measures_a_users_model_end_to_end(tmp_path, capsys):
     (row,) = json.loads((out / "results.json").read_text())
     assert row["model"] == "build" and row["quantization"] == "a16w8" and row["bit_exact"]
     assert row["optimized"]["cycles_total"] <= row["stock"]["cycles_total"]
-    assert "| build | ethos-u55-128 |" in capsys.readouterr().out
+    printed = capsys.readouterr().out
+    assert "| build | ethos-u55-128 |" in printed
+    layers = row["stock"]["layers"]
+    assert layers and sum(layer["cycles_total"] for layer in layers) == row["stock"]["cycles_total"]
+    assert "#### build on ethos-u55-128" in printed and "| Conv2D |" in printed  # where the cycles went, per source TOSA op
+    assert (out / "layers" / "build__ethos-u55-128.png").exists() and "## Where the cycles went" in (out / "results.md").read_text()
+
+
+def test_where_the_cycles_went_groups_layers_by_source_op_and_says_what_changed():
+    layer = lambda source, cycles: {"name": "t", "operator": source, "source": source, "cycles_total": cycles, "cycles_npu": cycles, "cycles_access": 0}  # noqa: E731
+    r = row("m", 1000, 900, "x")
+    r["stock"]["layers"] = [layer("Transpose", 300), layer("Transpose", 200), layer("Conv2D", 400), layer("Concat", 100)]
+    r["optimized"]["layers"] = [layer("Conv2D", 450), layer("Slice", 50), layer("Concat", 100)]
+    lines = bench.where_cycles_went(r).splitlines()
+    assert "| Transpose | 500 | 0 | -500 | vanished |" in lines
+    assert "| Conv2D | 400 | 450 | +50 | dearer |" in lines
+    assert "| Slice | 0 | 50 | +50 | appeared |" in lines
+    assert "| Concat | 100 | 100 | +0 |  |" in lines
