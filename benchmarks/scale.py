@@ -16,10 +16,12 @@ Wall-clock numbers: a benchmark, never a test.
 The stress suite (`--suite stress`) runs `eqsat.optimize` under the pass's
 default options on graph classes at real sizes and reports the report's
 time per phase, iterations and stop reason, and the peak resident memory
-the run added (Linux VmHWM after resetting it through /proc/self/clear_refs,
-minus the resident size before the run: it counts egglog's native memory,
-which tracemalloc would not; each row runs in a fresh process, after a
-warm-up optimize of a tiny graph):
+the run added: in the caller (Linux VmHWM after resetting it through
+/proc/self/clear_refs, minus the resident size before the run: loading and
+write-back) and in the optimizer's forked worker (the report's
+`peak_memory_mb`: saturation, extraction, refinement). Both count egglog's
+native memory, which tracemalloc would not; each row runs in a fresh
+process, after a warm-up optimize of a tiny graph:
 - same-parameter: 300 RESCALEs (or TRANSPOSEs, adjacent SLICEs of one
   tensor, two-input CONCATs) with identical parameters feeding concats of
   2..16 inputs (eqsat.stress_graphs), the shapes that made per-arity and
@@ -213,13 +215,14 @@ def optimize_measured(graphs: list[fx.GraphModule], target: str) -> dict[str, ob
         resident_before = _status_kb("VmRSS")
     except OSError:
         resident_before = None
-    row: dict[str, object] = {"fx_nodes": 0, "enodes": 0, "iterations": 0, "stop": set(), "phases": {}}
+    row: dict[str, object] = {"fx_nodes": 0, "enodes": 0, "iterations": 0, "stop": set(), "phases": {}, "worker_mb": 0.0}
     start = time.perf_counter()
     for graph in graphs:
         _, report = eqsat.optimize(graph, target=target)
         row["fx_nodes"] += report.fx_nodes_before
         row["enodes"] += report.egraph_enodes
         row["iterations"] += report.iterations
+        row["worker_mb"] = max(row["worker_mb"], report.peak_memory_mb or 0.0)
         row["stop"].add(report.stop_reason if not report.fallback else f"fallback: {report.fallback[:40]}")
         for phase, seconds in report.phase_seconds.items():
             row["phases"][phase] = row["phases"].get(phase, 0.0) + seconds
@@ -266,8 +269,8 @@ def stress_suite(target: str, model_names: tuple[str, ...] = DEFAULT_STRESS_MODE
 
     names = [f"same-parameter-{kind}" for kind in SAME_PARAMETER_KINDS] + list(model_names)
     print(f"\nStress suite, eqsat.optimize for {target} under the default options")
-    print("| graph | fx nodes | e-nodes | iterations | stop | " + " | ".join(f"{p} s" for p in PHASES) + " | total s | peak RSS +MB | capture s |")
-    print("|---|" + "---:|" * 3 + "---|" + "---:|" * (len(PHASES) + 3))
+    print("| graph | fx nodes | e-nodes | iterations | stop | " + " | ".join(f"{p} s" for p in PHASES) + " | total s | caller peak +MB | worker peak +MB | capture s |")
+    print("|---|" + "---:|" * 3 + "---|" + "---:|" * (len(PHASES) + 4))
     context = multiprocessing.get_context("spawn")
     for name in names:
         with ProcessPoolExecutor(max_workers=1, mp_context=context) as pool:
@@ -275,7 +278,7 @@ def stress_suite(target: str, model_names: tuple[str, ...] = DEFAULT_STRESS_MODE
         phases = " | ".join(f"{row['phases'].get(p, 0.0):.2f}" for p in PHASES)
         print(
             f"| {name} | {row['fx_nodes']} | {row['enodes']} | {row['iterations']} | {', '.join(row['stop'])} | {phases} "
-            f"| {row['total_s']:.2f} | {row['peak_mb']:.0f} | {row['capture_s']:.0f} |",
+            f"| {row['total_s']:.2f} | {row['peak_mb']:.0f} | {row['worker_mb']:.0f} | {row['capture_s']:.0f} |",
             flush=True,
         )
 
