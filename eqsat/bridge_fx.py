@@ -24,7 +24,7 @@ import os
 import tempfile
 from collections import defaultdict
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Iterator, NamedTuple
+from typing import Any, Callable, Iterable, Iterator
 
 import executorch.backends.arm.tosa.dialect  # noqa: F401  (registers the tosa ops)
 import torch

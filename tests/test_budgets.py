@@ -17,7 +17,6 @@ from benchmarks.scale import synthetic_graph
 from eqsat import bridge_fx, fuzz, pipeline, rules
 from eqsat.extract.egraph_view import EGraphView
 from eqsat.fuzz import GraphSpec, Step
-from eqsat.rules import _program
 
 CHAIN_SHAPE = (1, 2, 1, 3, 1, 2)
 

@@ -16,15 +16,12 @@ from executorch.backends.arm._passes.quant_args import QuantArgs
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from executorch.backends.arm.tosa.specification import TosaLoweringContext, TosaSpecification
 
-from eqsat import bridge_fx
 from eqsat.ir import Term
 from eqsat.rules import enode_count
-from eqsat.stress_graphs import arity_groups, same_parameter_graph
 from eqsat.rules.concat_slice import concat_slice
 from tests.graphs import GraphBuilder
-from tests.rules.harness import Saturated
+from tests.rules.harness import Saturated, saturated_stress_graph
 
 aten = torch.ops.aten
 cat, slice_copy = aten.cat.default, aten.slice_copy.Tensor
@@ -306,11 +303,7 @@ def test_concat_of_adjacent_slices_stays_linear_on_hundreds_of_adjacent_slices()
     600k e-nodes in 5 iterations. Merging the first maximal run only gives one new concat per run. Bound: the
     loaded e-graph plus at most 8 rows per concat input (the run, leading and trailing facts) and 16 per concat
     (the merged slice and concat, concat-single, and their analysis rows)."""
-    with TosaLoweringContext(TosaSpecification.create_from_string("TOSA-1.0+INT")):
-        gm = same_parameter_graph("adjacent-slice", 300)
-    concats = len(arity_groups(300))
-    loaded_size = enode_count(bridge_fx.to_egraph(gm).egraph)
-    s = Saturated(gm, concat_slice)
+    s, concats, loaded_size = saturated_stress_graph("adjacent-slice", concat_slice)
     assert s.result.stop_reason == "saturated"
     assert s.result.iterations <= 3
     assert s.fired("concat-of-adjacent-slices") == concats
@@ -359,10 +352,7 @@ def test_concat_flatten_stays_linear_on_hundreds_of_nested_concats():
     concats: 132k e-nodes, 31 s). Flattening the first flattenable input only gives one new concat per
     flattening. Bound: the loaded e-graph plus at most 48 rows per nested concat (each flattening's concat,
     its shape, type, element, offset, leading and trailing rows)."""
-    with TosaLoweringContext(TosaSpecification.create_from_string("TOSA-1.0+INT")):
-        gm = same_parameter_graph("nested-concat", 300)
-    loaded_size = enode_count(bridge_fx.to_egraph(gm).egraph)
-    s = Saturated(gm, concat_slice)
+    s, _, loaded_size = saturated_stress_graph("nested-concat", concat_slice)
     assert s.result.stop_reason == "saturated"
     assert s.result.iterations <= 10
     assert s.fired("concat-flatten") <= 300

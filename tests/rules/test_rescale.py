@@ -12,13 +12,11 @@ from executorch.exir.dialects._ops import ops as exir_ops
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from eqsat import bridge_fx
 from eqsat.rules import enode_count
 from eqsat.rules.rescale import rescale
-from eqsat.stress_graphs import arity_groups, same_parameter_graph
 from tests.graphs import GraphBuilder
 from tests.rules import tosa_reference
-from tests.rules.harness import Saturated
+from tests.rules.harness import Saturated, saturated_stress_graph
 
 TOSA = exir_ops.backend.tosa
 RESCALE, TRANSPOSE, CONCAT = TOSA.RESCALE.default, TOSA.TRANSPOSE.default, TOSA.CONCAT.default
@@ -277,10 +275,7 @@ def test_concat_of_rescales_stays_linear_on_hundreds_of_same_parameter_rescales(
     arities 2..4 one round ran out of 6 GB. Bound: the loaded e-graph plus at most 6 rows (terms and
     analysis facts: the hoisted concat and rescale, their types, element, offset and source rows) per
     concat input and per concat."""
-    gm = same_parameter_graph("rescale", 300)
-    concats = len(arity_groups(300))
-    loaded_size = enode_count(bridge_fx.to_egraph(gm).egraph)
-    s = Saturated(gm, rescale)
+    s, concats, loaded_size = saturated_stress_graph("rescale", rescale)
     assert s.result.stop_reason == "saturated"
     assert s.result.iterations <= 3
     assert s.fired("concat-of-rescales") == concats

@@ -9,15 +9,12 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from executorch.backends.arm.tosa.specification import TosaLoweringContext, TosaSpecification
 
-from eqsat import bridge_fx
 from eqsat.ir import Term
 from eqsat.rules import enode_count
 from eqsat.rules.transpose import transpose
-from eqsat.stress_graphs import arity_groups, same_parameter_graph
 from tests.graphs import GraphBuilder
-from tests.rules.harness import Saturated
+from tests.rules.harness import Saturated, saturated_stress_graph
 
 aten = torch.ops.aten
 permute = aten.permute_copy.default
@@ -175,11 +172,7 @@ def test_transpose_hoist_stays_linear_on_hundreds_of_same_permutation_transposes
     transpose atom per input. Bound: the loaded e-graph plus at most 16 rows per concat input and per concat
     (the hoisted concat and transpose, the transposes pushed into the concat and their compositions, and
     their analysis rows)."""
-    with TosaLoweringContext(TosaSpecification.create_from_string("TOSA-1.0+INT")):
-        gm = same_parameter_graph("transpose", 300)
-    concats = len(arity_groups(300))
-    loaded_size = enode_count(bridge_fx.to_egraph(gm).egraph)
-    s = Saturated(gm, transpose)
+    s, concats, loaded_size = saturated_stress_graph("transpose", transpose)
     assert s.result.stop_reason == "saturated"
     assert s.result.iterations <= 8
     assert s.fired("transpose-hoist-from-concat") >= concats
