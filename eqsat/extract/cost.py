@@ -152,8 +152,8 @@ attention-permute a 12.8% win on Ethos-U85 that Vela measured."""
 
 
 def _opaque_name(term: Term) -> str:
-    name = term.attrs[0].split("#", 1)[0] if term.attrs and isinstance(term.attrs[0], str) else ""
-    return name.split(".")[1] if name.count(".") >= 2 else name
+    key = term.attrs[0] if term.attrs and isinstance(term.attrs[0], str) else ""
+    return vela_cost.short_op_name(key.split("#", 1)[0])
 
 
 def _is_convolution_output(graph: dict[Hashable, Term], value: Hashable) -> bool:

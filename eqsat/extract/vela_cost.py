@@ -395,8 +395,13 @@ def _conv_features(out: TensorType | None, args: list[TensorType | None], macs_p
     }
 
 
+def short_op_name(name: str) -> str:
+    """'CONV2D' for 'tosa.CONV2D.default', 'convolution' for 'aten.convolution.default'."""
+    return name.split(".")[1] if name.count(".") >= 2 else name
+
+
 def _opaque_config(name: str, out: TensorType | None, args: list[TensorType | None]) -> OpConfig:
-    op = name.split(".")[1] if name.count(".") >= 2 else name
+    op = short_op_name(name)
     weight = args[1] if len(args) > 1 else None
     if op == "CONV2D" and weight is not None and len(weight.shape) == 4:  # OHWI
         return OpConfig("conv2d", _conv_features(out, args, math.prod(weight.shape[1:])))
