@@ -78,29 +78,86 @@ def build(spec: str):
 QUANTIZATIONS = ("a8w8", "a16w8")
 """The Arm quantizer configurations a benchmark can use (eqsat.lowering.QUANTIZATION_CONFIGS)."""
 
+CALIBRATION_SAMPLES = 8
+"""How many seeded random input tuples quantization calibrates on when the user gives none."""
 
-def run_one(spec: str, model: str, target: str, row_path: Path, quantization: str = "a8w8") -> None:
+
+def load_calibration_inputs(path: Path) -> list[tuple]:
+    """The input tuples in a `torch.save`d file: a list of tuples of tensors (or of tensors, for one input)."""
+    import torch
+
+    if not Path(path).is_file():
+        raise ModelSpecError(f"--calibration-inputs: no file {path}")
+    try:
+        loaded = torch.load(path, weights_only=True)
+    except Exception as error:  # torch.load raises pickle, zip and weights-only errors alike
+        raise ModelSpecError(f"--calibration-inputs: {path} is not a torch.save file of tensors: {error}") from None
+    samples = [tuple(s) if isinstance(s, (tuple, list)) else (s,) for s in loaded] if isinstance(loaded, (list, tuple)) else []
+    if not samples or not all(isinstance(x, torch.Tensor) for sample in samples for x in sample):
+        raise ModelSpecError(f"--calibration-inputs: {path} must hold a non-empty list of input tuples of tensors")
+    return samples
+
+
+def calibration_inputs(spec: str, example_inputs: tuple, path: Path | None) -> list[tuple]:
+    """What quantization calibrates on: the samples in `path`, checked against the example inputs'
+    shapes and dtypes, or CALIBRATION_SAMPLES seeded random tensors shaped like them (standard normal
+    for floating-point inputs; integer inputs repeat the example)."""
+    import torch
+
+    if path is not None:
+        samples = load_calibration_inputs(path)
+        expected = [(tuple(x.shape), x.dtype) for x in example_inputs]
+        for index, sample in enumerate(samples):
+            if [(tuple(x.shape), x.dtype) for x in sample] != expected:
+                got = [(tuple(x.shape), x.dtype) for x in sample]
+                raise ModelSpecError(f"{spec}: calibration sample {index} is {got}, the example inputs are {expected}")
+        return samples
+    generator = torch.Generator().manual_seed(0)
+    return [
+        tuple(torch.randn(x.shape, generator=generator, dtype=x.dtype) if x.is_floating_point() else x for x in example_inputs)
+        for _ in range(CALIBRATION_SAMPLES)
+    ]
+
+
+def run_one(
+    spec: str, model: str, target: str, row_path: Path, quantization: str = "a8w8", calibration_path: Path | None = None
+) -> None:
     """Measure one model on one target and write its row (runs in a worker process)."""
     from eqsat.compare import compare
 
     module, example_inputs = build(spec)
-    comparison = compare(model, module, example_inputs, target, quantization=quantization)
-    row_path.write_text(json.dumps({**comparison.as_dict(), "quantization": quantization}, indent=1))
+    samples = calibration_inputs(spec, example_inputs, calibration_path)
+    comparison = compare(model, module, example_inputs, target, quantization=quantization, calibration_inputs=samples)
+    row = {**comparison.as_dict(), "quantization": quantization, "calibration_inputs": str(calibration_path or "random")}
+    row_path.write_text(json.dumps(row, indent=1))
 
 
 def _row_path(out: Path, model: str, target: str) -> Path:
     return out / "runs" / f"{model}__{target}.json"
 
 
-def _is_current(row_path: Path, target: str, quantization: str) -> bool:
-    """The row exists and was measured with target's current cost-model calibration and this quantization."""
+def _is_current(row_path: Path, target: str, quantization: str, calibration_path: Path | None) -> bool:
+    """The row exists and was measured with target's current cost-model calibration, this quantization and
+    these calibration inputs."""
     if not row_path.exists():
         return False
     row = json.loads(row_path.read_text())
-    return row.get("calibration") == vela_cost.calibration_digest(target) and row.get("quantization", "a8w8") == quantization
+    return (
+        row.get("calibration") == vela_cost.calibration_digest(target)
+        and row.get("quantization", "a8w8") == quantization
+        and row.get("calibration_inputs", "example inputs") == str(calibration_path or "random")
+    )
 
 
-def run(models: dict[str, str], targets: list[str], out: Path, *, fresh: bool = False, quantization: str = "a8w8") -> list[dict]:
+def run(
+    models: dict[str, str],
+    targets: list[str],
+    out: Path,
+    *,
+    fresh: bool = False,
+    quantization: str = "a8w8",
+    calibration_path: Path | None = None,
+) -> list[dict]:
     """Measure every model (name -> builder spec) on every target, each in its own process; returns the rows."""
     (out / "runs").mkdir(parents=True, exist_ok=True)
     jobs = [(m, t) for m in models for t in targets]
@@ -111,10 +168,11 @@ def run(models: dict[str, str], targets: list[str], out: Path, *, fresh: bool = 
         for model, target in progress:
             progress.set_postfix_str(f"{model} {target}")
             row_path = _row_path(out, model, target)
-            if not fresh and _is_current(row_path, target, quantization):
+            if not fresh and _is_current(row_path, target, quantization, calibration_path):
                 continue
             worker = subprocess.run(
-                [sys.executable, "-m", "eqsat.bench", models[model], model, target, str(row_path), quantization],
+                [sys.executable, "-m", "eqsat.bench", models[model], model, target, str(row_path), quantization]
+                + ([str(calibration_path)] if calibration_path else []),
                 capture_output=True,
                 text=True,
                 env=env,
@@ -321,9 +379,17 @@ def write_results(rows: list[dict], out: Path) -> None:
     plot(rows, out)
 
 
-def main(models: dict[str, str], targets: list[str], out: Path, *, fresh: bool = False, quantization: str = "a8w8") -> int:
+def main(
+    models: dict[str, str],
+    targets: list[str],
+    out: Path,
+    *,
+    fresh: bool = False,
+    quantization: str = "a8w8",
+    calibration_path: Path | None = None,
+) -> int:
     """Run, write the results and print the table; 0 when every row exists and is bit-exact."""
-    rows = run(models, targets, out, fresh=fresh, quantization=quantization)
+    rows = run(models, targets, out, fresh=fresh, quantization=quantization, calibration_path=calibration_path)
     write_results(rows, out)
     print(markdown_table(rows))
     print(summary(rows))
@@ -335,5 +401,9 @@ def main(models: dict[str, str], targets: list[str], out: Path, *, fresh: bool =
     return 0 if complete and all(r["bit_exact"] for r in rows) else 1
 
 
-if __name__ == "__main__":  # worker process: SPEC NAME TARGET ROW QUANTIZATION
-    run_one(sys.argv[1], sys.argv[2], sys.argv[3], Path(sys.argv[4]), sys.argv[5])
+if __name__ == "__main__":  # worker process: SPEC NAME TARGET ROW QUANTIZATION [CALIBRATION_INPUTS]
+    try:
+        run_one(*sys.argv[1:4], Path(sys.argv[4]), sys.argv[5], Path(sys.argv[6]) if len(sys.argv) > 6 else None)
+    except ModelSpecError as error:
+        print(f"eqsat bench: {error}", file=sys.stderr)
+        sys.exit(2)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import copy
 import tempfile
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -112,15 +113,18 @@ def compare(
     *,
     workdir: str | Path | None = None,
     quantization: str = "a8w8",
+    calibration_inputs: Sequence[tuple[torch.Tensor, ...]] | None = None,
     **options,
 ) -> Comparison:
     """Lower model for target without and with eqsat; measure both and check they agree bit for bit.
 
-    quantization goes to lowering.quantize ("a8w8" or "a16w8"); options go to eqsat.install (e.g. accept="always", rules=()).
+    quantization and calibration_inputs go to lowering.quantize; options go to eqsat.install (e.g. accept="always", rules=()).
     """
     with tempfile.TemporaryDirectory(prefix="eqsat-compare-") as temporary:
         root = Path(workdir or temporary)
-        exported = lowering.quantize(model, example_inputs, target, quantization=quantization)
+        exported = lowering.quantize(
+            model, example_inputs, target, quantization=quantization, calibration_inputs=calibration_inputs
+        )
         stock = lowering.lower(copy.deepcopy(exported), target, workdir=_fresh(root / "stock"))
         eqsat.install(target=target, **options)
         try:

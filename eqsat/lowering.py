@@ -13,7 +13,7 @@ This module installs nothing: to lower with the eqsat pass, call
 import contextlib
 import io
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -84,13 +84,15 @@ def quantize(
     target: str,
     *,
     quantization: str = "a8w8",
+    calibration_inputs: Sequence[tuple[torch.Tensor, ...]] | None = None,
 ) -> torch.export.ExportedProgram:
     """Quantize `model` for `target` and export it, ready for `lower`.
 
     Uses the symmetric configuration of `EthosUQuantizer` named by
-    `quantization` (see QUANTIZATION_CONFIGS), calibrated on `example_inputs`
-    only. `model` must be in eval mode: exporting in training mode would bake
-    dropout and batch-norm updates into the graph.
+    `quantization` (see QUANTIZATION_CONFIGS), calibrated on each input tuple
+    of `calibration_inputs` (default: `example_inputs` alone). `model` must be
+    in eval mode: exporting in training mode would bake dropout and
+    batch-norm updates into the graph.
     """
     if model.training:
         raise ValueError("quantize() needs a model in eval mode; call model.eval()")
@@ -100,7 +102,8 @@ def quantize(
     quantizer.set_global(QUANTIZATION_CONFIGS[quantization]())
     graph_module = torch.export.export(model, example_inputs).module(check_guards=False)
     prepared = prepare_pt2e(graph_module, quantizer)
-    prepared(*example_inputs)
+    for sample in calibration_inputs or (example_inputs,):
+        prepared(*sample)
     return torch.export.export(convert_pt2e(prepared), example_inputs)
 
 

@@ -37,6 +37,7 @@ def row(model: str, stock: int, optimized: int, calibration: str) -> dict:
         "bit_exact": True,
         "mismatch": None,
         "eqsat_seconds": 1.0,
+        "calibration_inputs": "random",
     }
 
 
@@ -141,3 +142,53 @@ def test_where_the_cycles_went_groups_layers_by_source_op_and_says_what_changed(
     assert "| Conv2D | 400 | 450 | +50 | dearer |" in lines
     assert "| Slice | 0 | 50 | +50 | appeared |" in lines
     assert "| Concat | 100 | 100 | +0 |  |" in lines
+
+
+def test_calibration_inputs_default_to_seeded_random_tensors_shaped_like_the_example():
+    example = (torch.zeros(1, 4, 8), torch.zeros(2, dtype=torch.int32))
+    samples = bench.calibration_inputs("spec", example, None)
+    assert len(samples) == bench.CALIBRATION_SAMPLES
+    assert all(s[0].shape == (1, 4, 8) and s[0].dtype == torch.float32 and s[1] is example[1] for s in samples)
+    assert samples[0][0].std() > 0.5 and not torch.equal(samples[0][0], samples[1][0])  # drawn, not the zero example
+    again = bench.calibration_inputs("spec", example, None)
+    assert all(torch.equal(a[0], b[0]) for a, b in zip(samples, again))  # seeded
+
+
+def test_calibration_inputs_from_a_file_are_checked_against_the_example_inputs(tmp_path):
+    example = (torch.zeros(1, 4),)
+    good, wrong, junk = tmp_path / "good.pt", tmp_path / "wrong.pt", tmp_path / "junk.pt"
+    torch.save([torch.ones(1, 4), (torch.full((1, 4), 2.0),)], good)
+    torch.save([(torch.ones(1, 5),)], wrong)
+    junk.write_text("not a tensor file")
+    assert [s[0][0, 0].item() for s in bench.calibration_inputs("m.py:f", example, good)] == [1.0, 2.0]
+    for path, message in [
+        (wrong, "m.py:f: calibration sample 0 is [((1, 5), torch.float32)], the example inputs are [((1, 4), torch.float32)]"),
+        (junk, f"--calibration-inputs: {junk} is not a torch.save file of tensors"),
+        (tmp_path / "absent.pt", f"--calibration-inputs: no file {tmp_path / 'absent.pt'}"),
+    ]:
+        with pytest.raises(bench.ModelSpecError, match=re.escape(message)):
+            bench.calibration_inputs("m.py:f", example, path)
+
+
+def test_eqsat_bench_refuses_bad_calibration_inputs_in_one_line(tmp_path, capsys):
+    from eqsat.cli import main
+
+    source = tmp_path / "mine.py"
+    source.write_text("import torch\ndef build():\n    return torch.nn.ReLU(), (torch.zeros(1, 4),)\n")
+    torch.save({"not": "a list"}, tmp_path / "dict.pt")
+    assert main(["bench", "--model", f"{source}:build", "--calibration-inputs", str(tmp_path / "dict.pt")]) == 2
+    error = capsys.readouterr().err.strip()
+    assert error == f"eqsat bench: --calibration-inputs: {tmp_path / 'dict.pt'} must hold a non-empty list of input tuples of tensors"
+
+
+def test_quantization_calibrates_on_the_calibration_inputs():
+    from eqsat import lowering
+
+    model, example = torch.nn.Sequential(torch.nn.Linear(4, 4)).eval(), (torch.randn(1, 4),)
+
+    def input_scale(samples):
+        program = lowering.quantize(model, example, TARGET, calibration_inputs=samples)
+        quantize = next(n for n in program.graph.nodes if "quantize_per_tensor" in str(n.target))
+        return quantize.args[1]
+
+    assert input_scale([(torch.full((1, 4), 100.0),)]) > 20 * input_scale(None)  # the range follows the samples
