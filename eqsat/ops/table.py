@@ -14,7 +14,7 @@ from torch import fx
 
 from eqsat.ir import Term
 from eqsat.ops.nodes import op_name, static_shape
-from eqsat.ops._op import Op, Writer
+from eqsat.ops._op import Op, Writer, require
 
 TARGETS = frozenset({"tosa.TABLE.default"})
 
@@ -44,10 +44,17 @@ def emit(out: Writer, term: Term, operands: list[fx.Node]) -> fx.Node:
 
 
 def reference(x: torch.Tensor, table: torch.Tensor) -> torch.Tensor:
-    """TOSA TABLE for int8: out = table[x + 128] (the int16 form interpolates; it has no reference here)."""
-    if x.dtype != torch.int8 or table.dtype != torch.int8 or tuple(table.shape) != (256,):
-        raise NotImplementedError(f"TABLE reference for int8 only, got {x.dtype} with a {table.dtype}{list(table.shape)} table")
-    return table[x.to(torch.int64) + 128]
+    """TOSA TABLE. int8: out = table[x + 128] (256 entries). int16 (513 entries, out int32): the entries either side
+    of (x + 32768) / 128, interpolated, (base << 7) + (next - base) * fraction; REQUIRE the slope fits int16."""
+    if x.dtype == torch.int8 and table.dtype == torch.int8 and tuple(table.shape) == (256,):
+        return table[x.to(torch.int64) + 128]
+    if x.dtype == torch.int16 and table.dtype == torch.int16 and tuple(table.shape) == (513,):
+        value = x.to(torch.int64) + 32768
+        base, following = table.to(torch.int64)[value >> 7], table.to(torch.int64)[(value >> 7) + 1]
+        slope = following - base
+        require(bool(((slope >= -32768) & (slope <= 32767)).all()), "the slope between table entries fits int16")
+        return ((base << 7) + slope * (value & 0x7F)).to(torch.int32)
+    raise NotImplementedError(f"no TABLE of {x.dtype} with a {table.dtype}{list(table.shape)} table")
 
 
 OP = Op(
