@@ -13,10 +13,11 @@ Overview:
   shape (CLAMP(x, zp, 127) ++ y) is one of the steps.
 - `GraphSpec.build()` writes a spec as an FX graph in TOSA dialect, with
   FakeTensor `val` meta like the Arm pipeline's.
-- `evaluate()` runs such a graph exactly: data movement with torch, RESCALE as
-  the TOSA specification defines it (the multiplier and shift that the Arm
-  backend serializes, an int64 multiply, one rounding shift, zero points,
-  saturation), ADD and CLAMP on integers.
+- `evaluate()` (`eqsat.ops.reference`) runs such a graph exactly, each op
+  as its registry file specifies it: RESCALE as the TOSA specification
+  defines it (the multiplier and shift that the Arm backend serializes, an
+  int64 multiply, one rounding shift, zero points, saturation, REQUIREs
+  checked), data movement, TABLE, ADD and CLAMP on integers.
 - `check()` optimizes a spec's graph and compares both graphs' outputs bit
   for bit; `run()` checks many specs under hypothesis, which shrinks every
   failure to a minimal reproducer, printed as Python by `GraphSpec.to_python()`.
@@ -28,19 +29,19 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Callable
 
 import torch
 from executorch.backends.arm.tosa.specification import TosaLoweringContext, TosaSpecification
 from hypothesis import HealthCheck, Phase, given, seed, settings
 from hypothesis import strategies as st
 from torch import fx
-from torch.fx.node import map_aggregate
 
 from eqsat import pipeline
-from eqsat.bridge_fx import TOSA, op_name
 from eqsat.graph_builder import GraphBuilder
 from eqsat.ir import MAX_RANK
+from eqsat.ops.nodes import TOSA
+from eqsat.ops.reference import evaluate
 
 TOSA_SPEC = TosaSpecification.create_from_string("TOSA-1.0+INT")
 MAX_DIM = 4
@@ -345,79 +346,7 @@ def graph_specs(draw, max_steps: int = MAX_STEPS) -> GraphSpec:
     return g.spec([results[-1], *extra])
 
 
-# ---------------------------------------------------------------- exact evaluation
-
-
-def rescale_multiplier_shift(scale: float) -> tuple[int, int]:
-    """The 32-bit multiplier and right shift that the Arm backend serializes for a scale."""
-    mantissa, exponent = math.frexp(scale)
-    multiplier = round(mantissa * (1 << 31))
-    if multiplier == 1 << 31:
-        multiplier, exponent = multiplier // 2, exponent + 1
-    shift = 31 - exponent
-    if shift > 62:
-        multiplier, shift = multiplier >> min(31, shift - 62), 62
-    return multiplier, shift
-
-
-def tosa_rescale(x: torch.Tensor, dtype: torch.dtype, scale: float, in_zp: int, out_zp: int) -> torch.Tensor:
-    """TOSA RESCALE, per tensor, single rounding: ((x - in_zp) * m + 2^(s-1)) >> s, + out_zp, saturated."""
-    multiplier, shift = rescale_multiplier_shift(scale)
-    value = x.to(torch.int64) - in_zp
-    scaled = (value * multiplier + (1 << (shift - 1))) >> shift
-    info = torch.iinfo(dtype)
-    return (scaled + out_zp).clamp(info.min, info.max).to(dtype)
-
-
-def _tosa_slice(x: torch.Tensor, start: list[int], size: list[int]) -> torch.Tensor:
-    return x[tuple(slice(b, b + n) for b, n in zip(start, size))]
-
-
-def _tosa_pad(x: torch.Tensor, padding: list[int], *, value) -> torch.Tensor:
-    pairs = [padding[i : i + 2] for i in range(0, len(padding), 2)]
-    flat = [p for pair in reversed(pairs) for p in pair]
-    return torch.nn.functional.pad(x, flat, value=value)
-
-
-def _tosa_add(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    if a.dtype != torch.int32 or b.dtype != torch.int32:
-        raise TypeError(f"TOSA ADD on int32 operands only here, got {a.dtype} and {b.dtype}")
-    return torch.add(a, b)
-
-
-EXACT_TOSA: dict[str, Callable[..., Any]] = {
-    "tosa.CONST_SHAPE.default": lambda values: list(values),
-    "tosa.TRANSPOSE.default": lambda x, perm: x.permute(perm).contiguous(),
-    "tosa.CONCAT.default": lambda xs, axis: torch.cat(xs, axis),
-    "tosa.SLICE.default": _tosa_slice,
-    "tosa.RESHAPE.default": lambda x, shape: x.reshape(shape),
-    "tosa.PAD.default": _tosa_pad,
-    "tosa.RESCALE.default": lambda x, dtype, s, in_zp, out_zp, **_: tosa_rescale(x, dtype, s[0], in_zp, out_zp),
-    "tosa.CLAMP.default": lambda x, low, high, **_: x.clamp(low, high),
-    "tosa.TABLE.default": lambda x, table: table[x.to(torch.int64) + 128],
-    "tosa.ADD.default": _tosa_add,
-}
-"""Reference semantics of the TOSA ops the fuzzer generates, exact on integers."""
-
-
-def evaluate(graph_module: fx.GraphModule, inputs: list[torch.Tensor]) -> list[torch.Tensor]:
-    """Run a TOSA-dialect (or ATen) graph exactly; ATen ops run as themselves."""
-    env: dict[fx.Node, Any] = {}
-    feed = iter(inputs)
-    for node in graph_module.graph.nodes:
-        args, kwargs = map_aggregate((node.args, node.kwargs), lambda a: env[a] if isinstance(a, fx.Node) else a)
-        if node.op == "placeholder":
-            env[node] = next(feed)
-        elif node.op == "get_attr":
-            env[node] = getattr(graph_module, node.target)
-        elif node.op == "call_function":
-            run = EXACT_TOSA.get(op_name(node.target), node.target)
-            if op_name(node.target).startswith("tosa.") and op_name(node.target) not in EXACT_TOSA:
-                raise NotImplementedError(f"no exact semantics for {op_name(node.target)}")
-            env[node] = run(*args, **kwargs)
-        elif node.op == "output":
-            return list(args[0]) if isinstance(args[0], (list, tuple)) else [args[0]]
-    raise ValueError("graph has no output node")
+# ---------------------------------------------------------------- inputs
 
 
 def random_int8_inputs(graph_module: fx.GraphModule, seed: int) -> list[torch.Tensor]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import asdict, dataclass, field
 
-from eqsat.bridge_fx import op_name
+from eqsat.ops import op_name
 
 
 @dataclass

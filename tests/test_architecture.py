@@ -57,6 +57,20 @@ def test_the_term_language_extractors_and_cost_model_import_no_torch_and_no_brid
     assert "eqsat.bridge_fx" not in imported
 
 
+def eqsat_modules(names: set[str]) -> set[str]:
+    return {n for n in names if n == "eqsat" or n.startswith("eqsat.")}
+
+
+@pytest.mark.parametrize("module", sorted(m for m in MODULES if m.startswith("eqsat.ops") or m == "eqsat.ir"))
+def test_the_op_registry_and_the_term_language_import_nothing_of_eqsat_but_ir(module):
+    assert all(n == "eqsat.ir" or n.startswith("eqsat.ops") for n in eqsat_modules(reachable_imports(module))), sorted(reachable_imports(module))
+
+
+@pytest.mark.parametrize("module", sorted(m for m in MODULES if m.startswith("eqsat.extract")))
+def test_the_extractors_and_cost_model_read_terms_from_ir_not_from_the_op_registry(module):
+    assert not {n for n in reachable_imports(module) if n.startswith("eqsat.ops")}
+
+
 @pytest.mark.parametrize("module", sorted(MODULES))
 def test_the_package_imports_no_benchmarks(module):
     assert "benchmarks" not in top_level(direct_imports(module))

@@ -10,6 +10,7 @@ from executorch.exir.dialects._ops import ops as exir_ops
 from eqsat import bridge_fx
 from eqsat.extract.egraph_view import EGraphView
 from eqsat.extract.greedy import extract_greedy
+from eqsat.ops.rescale import scales_of
 from tests.graphs import GraphBuilder, assert_bit_identical
 
 aten = torch.ops.aten
@@ -246,7 +247,7 @@ def test_rescale_is_read_with_the_serializer_multipliers_and_shifts():
     loaded = bridge_fx.to_egraph(gm)
     term = loaded.terms[loaded.index_of[a]]
     assert term.op == "Rescale" and term.attrs[:5] == ("torch.int32", (1 << 30,), (32,), 1, 0)
-    assert bridge_fx.rescale_scales((1 << 30,), (32,)) == [0.25]
+    assert scales_of((1 << 30,), (32,)) == [0.25]
 
 
 def test_duplicate_rescales_stay_apart_by_default_and_merge_on_request():

@@ -56,18 +56,6 @@ def test_merged_specs_compute_what_each_spec_computes():
     assert torch.equal(together[1], inputs[2][1:3])
 
 
-def test_rescale_rounds_half_up_and_saturates_as_tosa_specifies():
-    x = torch.tensor([3, -3, 5, 127, -128], dtype=torch.int8)
-    assert fuzz.tosa_rescale(x, torch.int8, 0.5, 0, 0).tolist() == [2, -1, 3, 64, -64]
-    assert fuzz.tosa_rescale(x, torch.int8, 2.0, 1, -10).tolist() == [-6, -18, -2, 127, -128]
-    assert fuzz.rescale_multiplier_shift(0.5) == (1 << 30, 31)
-
-
-def test_rescale_to_int32_keeps_the_full_product():
-    x = torch.tensor([127, -128], dtype=torch.int8)
-    assert fuzz.tosa_rescale(x, torch.int32, 1.5, -128, 0).tolist() == [383, 0]
-
-
 def _permuting_optimizer(graph_module, target, **options):
     """A wrong optimizer: a copy of the graph with every non-sorted TRANSPOSE permutation reversed."""
     graph = fx.Graph()

@@ -47,6 +47,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from eqsat.ir import TensorType, Term
+from eqsat.ops import concat, reduce, transpose
 from eqsat.extract import vela_cost
 from eqsat.calibration.graphs import Sample, conv_geometry, deserialize_node
 from eqsat.extract.vela_cost import OpConfig, op_config
@@ -120,13 +121,12 @@ def sample_config(sample: Sample, target: str) -> OpConfig:
         return op_config(_term("Elementwise", len(args), (f"tosa.{name}.default#0",)), out, args, target)
 
     if kind == "transpose":
-        out = _tt([p["shape"][i] for i in p["perm"]], p["dtype"])
+        out = _tt(transpose.output_shape(p["shape"], p["perm"]), p["dtype"])
         return op_config(_term("Transpose", 1, (tuple(p["perm"]),)), out, [_tt(p["shape"], p["dtype"])], target)
     if kind == "concat":
-        out = list(p["shapes"][0])
-        out[p["axis"]] = sum(s[p["axis"]] for s in p["shapes"])
+        out = _tt(concat.output_shape(p["shapes"], p["axis"]), p["dtype"])
         args = [_tt(s, p["dtype"]) for s in p["shapes"]]
-        return op_config(_term("Concat", len(args), (p["axis"],)), _tt(out, p["dtype"]), args, target)
+        return op_config(_term("Concat", len(args), (p["axis"],)), out, args, target)
     if kind == "slice":
         return op_config(_term("Slice", 1, (tuple(p["start"]), tuple(p["size"]))), _tt(p["size"], p["dtype"]), [_tt(p["shape"], p["dtype"])], target)
     if kind in ("clamp",):
@@ -154,9 +154,7 @@ def sample_config(sample: Sample, target: str) -> OpConfig:
         return opaque(kind.upper(), _tt([1, oh, ow, c], "int8"), [_tt(p["shape"], "int8")])
     if kind in ("reduce_sum", "reduce_max"):
         dtype = "int32" if kind == "reduce_sum" else "int8"
-        out = list(p["shape"])
-        out[p["axis"]] = 1
-        return opaque(kind.upper(), _tt(out, dtype), [_tt(p["shape"], dtype)])
+        return opaque(kind.upper(), _tt(reduce.output_shape(p["shape"], p["axis"]), dtype), [_tt(p["shape"], dtype)])
     if kind == "resize":
         _, h, w, c = p["shape"]
         return opaque("RESIZE", _tt([1, 2 * h, 2 * w, c], "int8"), [_tt(p["shape"], "int8")])

@@ -44,6 +44,7 @@ import numpy as np
 import tosa_serializer as ts
 
 from eqsat.ir import TensorType, Term
+from eqsat.ops import concat, reduce, transpose
 
 TOSA_VERSION = (1, 0)  # what the Arm backend emits for Ethos-U (TOSA-1.0+INT)
 
@@ -209,12 +210,11 @@ def _build_sample(g: _Graph, sample: Sample) -> None:
     p, kind = sample.params, sample.kind
     if kind == "transpose":
         x = g.input(p["shape"], p["dtype"])
-        out_shape = [p["shape"][i] for i in p["perm"]]
+        out_shape = transpose.output_shape(p["shape"], p["perm"])
         g.output(g.op("op", ts.Op.TRANSPOSE, [x], out_shape, p["dtype"], _attr("TransposeAttribute", list(p["perm"]))))
     elif kind == "concat":
         xs = [g.input(s, p["dtype"]) for s in p["shapes"]]
-        out_shape = list(p["shapes"][0])
-        out_shape[p["axis"]] = sum(s[p["axis"]] for s in p["shapes"])
+        out_shape = concat.output_shape(p["shapes"], p["axis"])
         g.output(g.op("op", ts.Op.CONCAT, xs, out_shape, p["dtype"], _attr("ConcatAttribute", p["axis"])))
     elif kind == "slice":
         x = g.input(p["shape"], p["dtype"])
@@ -275,8 +275,7 @@ def _build_sample(g: _Graph, sample: Sample) -> None:
             x = g.input([1, shape[1], shape[2], 8], "int8")
             y, _ = _conv(g, "producer", x, {"h": shape[1], "w": shape[2], "cin": 8, "cout": shape[3], "k": 1, "stride": 1})
             parts.append(y)
-        out_shape = list(p["shapes"][0])
-        out_shape[p["axis"]] = sum(shape[p["axis"]] for shape in p["shapes"])
+        out_shape = concat.output_shape(p["shapes"], p["axis"])
         g.output(g.op("concat", ts.Op.CONCAT, parts, out_shape, "int8", _attr("ConcatAttribute", p["axis"])))
     elif kind == "ctx_reshape":
         x = g.input(p["shape"], "int8")
@@ -334,8 +333,7 @@ def _build_sample(g: _Graph, sample: Sample) -> None:
             g.output(g.op("op", ts.Op.MAX_POOL2D, [x], out_shape, "int8", attribute))
     elif kind in ("reduce_sum", "reduce_max"):
         dtype = "int32" if kind == "reduce_sum" else "int8"
-        out_shape = list(p["shape"])
-        out_shape[p["axis"]] = 1
+        out_shape = reduce.output_shape(p["shape"], p["axis"])
         x = g.input(p["shape"], dtype)
         if kind == "reduce_sum":
             s = g.op("op", ts.Op.REDUCE_SUM, [x], out_shape, "int32", _attr("ReduceSumAttribute", p["axis"]))

@@ -24,7 +24,9 @@ from egglog import EGraph, bindings
 from eqsat.ir import TensorType, Term
 from eqsat.extract._gc import paused_gc
 
-TENSOR_OPS = frozenset({"Opaque", "Elementwise", "Transpose", "Concat", "Slice", "Reshape", "Rescale", "Reduce", "Pad", "Table"})
+HANDLES = frozenset({"Node", "Element"})
+"""Tensor constructors that are never extracted (eqsat.terms marks them unextractable): every other
+function whose output is a Tensor is an op of the term language, decoded whatever it is."""
 
 
 @dataclass
@@ -88,7 +90,7 @@ class EGraphView:
         functions = raw.freeze().functions
         candidates: dict[str, list[Term]] = defaultdict(list)
         for op, function in functions.items():
-            if op not in TENSOR_OPS:
+            if function.output_sort != "Tensor" or op in HANDLES:
                 continue
             kinds = [_operand_kind(sort) for sort in function.input_sorts]
             decoders = [readers[kind] for kind in kinds]

@@ -8,7 +8,7 @@ only read one input is dead (DESIGN §1), and fold split-then-concat patterns.
 CONCAT and SLICE are pure data movement: no law here depends on or changes
 quantization (terms carry none). A concat whose inputs are quantized unlike
 its output is not data movement; the bridge reads it as an opaque op
-(`bridge_fx.requantizes_inputs`), so these laws never see one.
+(`ops.concat.requantizes_inputs`), so these laws never see one.
 
 Queries cannot iterate over a Vec (DESIGN §3). The inputs of a concat are
 enumerated through the analysis `concat_offset(parts, axis, i)` (where input

@@ -47,15 +47,6 @@ def reshape(g, x, shape):
     return g.call(TOSA.RESHAPE.default, x, const_shape(g, shape))
 
 
-# ---------------------------------------------------------------- the reference itself
-
-
-def test_reference_rescale_rounds_half_up_and_saturates():
-    x = torch.tensor([-3, -1, 1, 3, 127], dtype=torch.int8)
-    assert tosa_reference.tosa_rescale(x, torch.int8, [0.5], 0, 0).tolist() == [-1, 0, 1, 2, 64]
-    assert tosa_reference.tosa_rescale(x, torch.int8, [2.0], 0, 10).tolist() == [4, 8, 12, 16, 127]
-
-
 # ---------------------------------------------------------------- rescale-identity
 
 
@@ -386,9 +377,9 @@ def test_rescale_per_channel_rescale_exact_fires():
 
 
 def bridge_rescale_shifts(scales):
-    from eqsat.bridge_fx import rescale_multipliers
+    from eqsat.ops.rescale import multipliers_and_shifts
 
-    return rescale_multipliers(scales)[1]
+    return multipliers_and_shifts(scales)[1]
 
 
 @pytest.mark.parametrize(
@@ -445,9 +436,9 @@ def test_slice_of_channels_through_per_channel_rescale_fires_with_the_window_of_
 
 
 def bridge_fx_multipliers(scales):
-    from eqsat.bridge_fx import rescale_multipliers
+    from eqsat.ops.rescale import multipliers_and_shifts
 
-    return rescale_multipliers(scales)
+    return multipliers_and_shifts(scales)
 
 
 def test_slice_of_channels_through_per_channel_rescale_does_not_fire_when_every_channel_is_kept():

@@ -1,0 +1,61 @@
+"""What every op file reads from an FX node: target names, static shapes, literal shapes, axes."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import executorch.backends.arm.tosa.dialect  # noqa: F401  (registers the tosa ops)
+import torch
+from executorch.exir.dialects._ops import ops as exir_ops
+from executorch.exir.dialects.backend._ops import BackendOpOverload
+from executorch.exir.dialects.edge._ops import EdgeOpOverload
+from torch import fx
+from torch.fx.node import map_aggregate
+
+TOSA = exir_ops.backend.tosa
+"""The TOSA dialect's ops (`TOSA.TRANSPOSE.default`)."""
+
+
+def op_name(target: Any) -> str:
+    """The dotted name of an FX target: 'tosa.TRANSPOSE.default', 'aten.cat.default'."""
+    if isinstance(target, str):
+        return target
+    if isinstance(target, (EdgeOpOverload, BackendOpOverload)):
+        return str(target._op)
+    if isinstance(target, torch._ops.OpOverload):
+        return str(target)
+    return f"{getattr(target, '__module__', '')}.{getattr(target, '__name__', repr(target))}"
+
+
+def tensor_val(node: Any) -> torch.Tensor | None:
+    val = node.meta.get("val") if isinstance(node, fx.Node) else None
+    return val if isinstance(val, torch.Tensor) else None
+
+
+def static_shape(node: Any) -> tuple[int, ...] | None:
+    val = tensor_val(node)
+    if val is None or not all(isinstance(d, int) for d in val.shape):
+        return None
+    return tuple(int(d) for d in val.shape)
+
+
+def const_shape_values(arg: Any) -> tuple[int, ...] | None:
+    """The literal ints of a CONST_SHAPE node or of a plain int list."""
+    if isinstance(arg, fx.Node):
+        if op_name(arg.target) != "tosa.CONST_SHAPE.default":
+            return None
+        arg = arg.args[0]
+    if isinstance(arg, (list, tuple)) and all(isinstance(v, int) for v in arg):
+        return tuple(int(v) for v in arg)
+    return None
+
+
+def normalize_axis(axis: int, rank: int) -> int:
+    return axis + rank if axis < 0 else axis
+
+
+def node_args(node: fx.Node) -> list[fx.Node]:
+    """The FX nodes among a node's args and kwargs, in order."""
+    found: list[fx.Node] = []
+    map_aggregate((node.args, node.kwargs), lambda a: found.append(a) if isinstance(a, fx.Node) else a)
+    return found

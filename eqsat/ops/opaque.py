@@ -1,0 +1,33 @@
+"""Every op the rules know nothing about: `Opaque(key, operands)`, where the key names its target, its
+non-tensor arguments and its output type, so two opaque terms are equal exactly when the ops are the same
+pure op on the same inputs. Any node no other op reads is read as opaque; a new one is a copy of the node
+its key was read from."""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from torch import fx
+
+from eqsat.ir import Term
+from eqsat.ops.nodes import node_args
+from eqsat.ops._op import Op, Writer, keyed_fact_row, keyed_load_rule
+
+
+def read(node: fx.Node, index: Callable[[fx.Node], int], key: Callable[[], str], merge_duplicates: bool) -> Term:
+    return Term("Opaque", tuple(index(a) for a in node_args(node)), (key(),))
+
+
+def emit(out: Writer, term: Term, operands: list[fx.Node]) -> fx.Node:
+    return out.copy_prototype(term.attrs[0], operands)
+
+
+OP = Op(
+    name="Opaque",
+    targets=frozenset(),
+    read=read,
+    fact_row=keyed_fact_row,
+    load_rule=keyed_load_rule("Opaque"),
+    emit=emit,
+    keyed=True,
+)
