@@ -13,8 +13,8 @@ Bounds: every rule joins the matched term with at most two facts keyed on it
 (its operand's shape, its element at index i, the previous step of an
 inductive helper); the helpers that enumerate a Vec (`concat_offset`,
 `prefix_min`, `window`, `rescaled_sources`, `transposed_sources`,
-`inverse_perm`, `renumbered_perm`, `transposed_inputs`) take one element per
-step (a perm's lookups: at most MAX_RANK * (MAX_RANK + 2) rows per distinct perm). Ops of one key share their dtype through `keyed_dtype`
+`inverse_perm`, `paired_perm`, `renumbered_perm`, `transposed_inputs`) take one element per
+step (a perm's lookups: at most MAX_RANK * (MAX_RANK + 3) rows per distinct perm). Ops of one key share their dtype through `keyed_dtype`
 instead of a join of every pair of same-key ops.
 """
 
@@ -458,6 +458,15 @@ def inverse_perm(perm: Vec[i64], count: i64Like) -> Vec[i64]:
     """
 
 
+@function(egg_fn="paired_perm", merge=lambda old, new: old)
+def paired_perm(perm: Vec[i64], count: i64Like) -> Vec[i64]:
+    """[2 perm[0], 2 perm[0] + 1, ..., 2 perm[count - 1], 2 perm[count - 1] + 1]: for count == len(perm), the
+    order of a PAD's (before, after) entries after transpose(., perm) (pair i is the input's pair perm[i]).
+
+    Defined for the perm of every transpose, one pair per step.
+    """
+
+
 @function(egg_fn="renumbered_perm", merge=lambda old, new: old)
 def renumbered_perm(perm: Vec[i64], removed: i64Like, count: i64Like) -> Vec[i64]:
     """[perm[r] - (1 if perm[r] > removed else 0) for r < count]: perm's entries numbered as if input dim
@@ -486,9 +495,10 @@ def _permutation_lookups():
     partial, following, zeros = var("partial", Vec[i64]), var("following", Vec[i64]), var("zeros", Vec[i64])
     item = var("item", Tensor)
     built = var("built", Vec[Tensor])
-    # inverse_perm(p, 0) == [0] * len(p)  for the perm of every transpose
+    # inverse_perm(p, 0) == [0] * len(p)  for the perm of every transpose,
+    # and paired_perm(p, 0) == []
     yield rule(eq(t).to(x.transpose(perm)), eq(zeros).to(zeros_like(perm)), name="inverse-perm-first").then(
-        set_(inverse_perm(perm, i64(0))).to(zeros)
+        set_(inverse_perm(perm, i64(0))).to(zeros), set_(paired_perm(perm, i64(0))).to(Vec[i64].empty())
     )
     # inverse_perm(p, k + 1) == inverse_perm(p, k) with entry p[k] set to k  while k < len(p)
     yield rule(
@@ -497,6 +507,13 @@ def _permutation_lookups():
         eq(following).to(partial.set(perm[index], index)),
         name="inverse-perm-next",
     ).then(set_(inverse_perm(perm, index + 1)).to(following))
+    # paired_perm(p, k + 1) == paired_perm(p, k) + [2 p[k], 2 p[k] + 1]  while k < len(p)
+    yield rule(
+        eq(partial).to(paired_perm(perm, index)),
+        index < perm.length(),
+        eq(entry).to(perm[index] * 2),
+        name="paired-perm-next",
+    ).then(set_(paired_perm(perm, index + 1)).to(partial.push(entry).push(entry + 1)))
     # renumbered_perm(p, d, 0) == []  for input dim d = 0 of the perm of every transpose of rank 2..MAX_RANK, ...
     yield rule(
         eq(t).to(x.transpose(perm)),

@@ -37,11 +37,9 @@ from egglog import Fact, String, UnstableFn, Vec, eq, i64, ruleset, var
 
 from eqsat.rules._law import law
 from eqsat.ir import MAX_RANK
-from eqsat.rules.analysis import inverse_perm, transposed_inputs, transposed_sources
+from eqsat.rules.analysis import inverse_perm, paired_perm, transposed_inputs, transposed_sources
 from eqsat.rules.guards import (
     is_identity_perm,
-    is_padding_of_rank,
-    permuted_padding,
     same_length,
     single_operand,
     table_operand_is_not_batched_mac_shape,
@@ -154,16 +152,16 @@ def _transpose_through_table_and_pad():
         Tensor.table(key, x.transpose(p), lut),
         *table_operand_is_not_batched_mac_shape(shape(Tensor.table(key, x, lut).transpose(p))),
     )
-    for rank in range(1, MAX_RANK + 1):
-        # transpose(pad(x, padding, v), p) == pad(transpose(x, p), padding'), padding' pair i = padding pair p[i]
-        yield law(
-            f"transpose-through-pad-{rank}",
-            x.pad(padding, value).transpose(p),
-            x.transpose(p).pad(moved, value),
-            eq(p.length()).to(i64(rank)),
-            *is_padding_of_rank(padding, rank),
-            eq(moved).to(permuted_padding(padding, p, rank)),
-        )
+    # transpose(pad(x, padding, v), p) == pad(transpose(x, p), padding'), padding' pair i = padding pair p[i], rank 1..MAX_RANK
+    yield law(
+        "transpose-through-pad",
+        x.pad(padding, value).transpose(p),
+        x.transpose(p).pad(moved, value),
+        i64(0) < p.length(),
+        p.length() <= i64(MAX_RANK),
+        eq(padding.length()).to(p.length() * 2),
+        eq(moved).to(paired_perm(p, p.length()).map(padding.__getitem__)),
+    )
 
 
 @transpose.register

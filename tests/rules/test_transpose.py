@@ -367,7 +367,7 @@ def test_transpose_through_pad_fires_with_the_padding_permuted():
         x = g.input("x", (1, 2, 3, 4))
         t = g.call(tosa_ops().TRANSPOSE.default, tosa_pad(g, x, [0, 0, 1, 0, 0, 2, 3, 1], -5), [0, 3, 1, 2])
         s = Saturated(g.output(t), transpose)
-    assert s.fired("transpose-through-pad-4") == 1
+    assert s.fired("transpose-through-pad") == 1
     pads = [term for term in s.terms_of(t) if term.op == "Pad"]
     assert [term.attrs for term in pads] == [((0, 0, 3, 1, 1, 0, 0, 2), -5)]
     assert Term("Transpose", (s.class_of(x),), ((0, 3, 1, 2),)) in s.view.candidates[pads[0].args[0]]
@@ -461,5 +461,5 @@ def test_transpose_through_aten_constant_pad_nd_is_sound(data, shape):
     padded = g.call(aten.constant_pad_nd.default, x, pad, data.draw(st.integers(-128, 127)))
     t = g.call(permute, padded, list(data.draw(st.permutations(range(rank)))))
     s = Saturated(g.output(t), transpose)
-    assert s.fired(f"transpose-through-pad-{rank}") >= 1
+    assert s.fired("transpose-through-pad") >= 1
     s.assert_every_extraction_agrees()
