@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 from egglog import EGraph, Ruleset
 
-from eqsat.rules import _program, analysis, concat_slice, rescale, reshape, slice_pushdown, transpose
+from eqsat.rules import _program, analysis, concat_slice, rescale, reshape, slice_pushdown, transpose, transpose_rank
 
 ANALYSIS: Ruleset = analysis.analysis
 """Shape and dtype facts for terms the rewrites create."""
@@ -23,6 +23,7 @@ RULESETS: dict[str, Ruleset] = {
     "transpose": transpose.transpose,
     "concat-slice": concat_slice.concat_slice,
     "reshape": reshape.reshape,
+    "transpose-rank": transpose_rank.transpose_rank,
     "slice-pushdown": slice_pushdown.slice_pushdown,
     "rescale": rescale.rescale,
 }

@@ -12,7 +12,8 @@ from egglog import Bool, Fact, UnstableFn, Vec, eq, i64
 from eqsat.terms import Tensor
 
 MAX_CONCAT_ARITY = 16
-"""Concat rules are generated per number of inputs up to this many."""
+"""The most inputs of a concat that transpose-through-concat moves a transpose into; concat-flatten builds
+concats of at most one more. A bound on the concats the laws build, not on the rules: each is one rule."""
 
 
 def is_identity_perm(perm: Vec[i64]) -> list[Fact]:
@@ -65,14 +66,6 @@ def adjacent_along(axis: i64, start_a: Vec[i64], size_a: Vec[i64], start_b: Vec[
 def ends_after(end: i64, offset: i64, extent: i64) -> list[Fact]:
     """A box ending at end reaches past the input [offset, offset + extent) of a concat."""
     return [offset + extent < end]
-
-
-def permuted_padding(padding: Vec[i64], perm: Vec[i64], rank: int) -> Vec[i64]:
-    """The (before, after) pairs of padding in the order of transpose(., perm): pair i is padding's pair perm[i].
-
-    An expression for queries (it indexes padding by perm), built per rank.
-    """
-    return Vec(*[padding[perm[i] * 2 + k] for i in range(rank) for k in (0, 1)])
 
 
 def is_padding_of_rank(padding: Vec[i64], rank: int) -> list[Fact]:

@@ -1,4 +1,4 @@
-"""Slice pushdown: move a SLICE towards the inputs, through elementwise ops, TABLE, transposes and reshapes,
+"""Slice pushdown: move a SLICE towards the inputs, through elementwise ops, TABLE and reshapes,
 and into a PAD when the slice reads none of the padding.
 
 Motivation: a slice that reaches a concat can select a single input and make
@@ -8,7 +8,9 @@ terminates; the ops it moves past then compute only the sliced elements.
 
 Not covered: a reshape whose box is a partial row of the input's leading
 merged dim, or a slice that cuts more than one dim of a reshape's output;
-binary ops that broadcast.
+binary ops that broadcast. A slice of a transpose moves with the transpose
+laws (eqsat/rules/transpose.py: slice-through-transpose sits there with its
+inverse, transpose-through-slice).
 
 Bounds: each rule joins the matched slice with its operand (and at most two
 operand elements keyed on (operands, i), or the prefix products of two shapes),
@@ -26,23 +28,11 @@ from eqsat.rules.guards import inside_unpadded, single_operand, table_operand_is
 from eqsat.terms import Tensor, shape
 
 x, a, b = var("x", Tensor), var("a", Tensor), var("b", Tensor)
-start, size, p, s = (var(n, Vec[i64]) for n in ("start", "size", "p", "s"))
+start, size, s = (var(n, Vec[i64]) for n in ("start", "size", "s"))
 key = var("key", String)
 operands = var("operands", Vec[Tensor])
 
 slice_pushdown = ruleset(name="slice-pushdown")
-
-
-def inverse_permuted(box: Vec[i64], perm: Vec[i64], rank: int) -> Vec[i64]:
-    """box' with box'[perm[i]] = box[i]: a box of transpose(x, perm) as a box of x.
-
-    Written as one set per output dim, starting from box itself; since perm is
-    a permutation every entry is overwritten. An expression for queries.
-    """
-    result = box
-    for i in range(rank):
-        result = result.set(perm[i], box[i])
-    return result
 
 
 def cuts_only_dim(box_start: Vec[i64], box_size: Vec[i64], full: Vec[i64], dim: i64) -> list[Fact]:
@@ -90,24 +80,6 @@ def _slice_through_table_and_pad():
             eq(dims).to(shape(x)),
             *inside_unpadded(start, size, padding, dims, rank),
             eq(inner_start).to(unpadded_start(start, padding, rank)),
-        )
-
-
-@slice_pushdown.register
-def _slice_through_transpose():
-    source_start, source_size = var("source_start", Vec[i64]), var("source_size", Vec[i64])
-    for rank in range(1, MAX_RANK + 1):
-        # slice(transpose(x, p), start, size) == transpose(slice(x, start', size'), p)
-        #   where start'[p[i]] = start[i] and size'[p[i]] = size[i]
-        yield law(
-            f"slice-through-transpose-{rank}",
-            x.transpose(p).slice(start, size),
-            x.slice(source_start, source_size).transpose(p),
-            eq(p.length()).to(i64(rank)),
-            eq(start.length()).to(i64(rank)),
-            eq(size.length()).to(i64(rank)),
-            eq(source_start).to(inverse_permuted(start, p, rank)),
-            eq(source_size).to(inverse_permuted(size, p, rank)),
         )
 
 

@@ -13,30 +13,38 @@ TABLE and PAD have laws of their own: a TABLE's lookup table is a second
 operand that stays where it is, and a PAD's (before, after) pairs move with
 the dims they pad.
 
-Bounds: each rule joins the matched transpose with its operand and at most
-two operand elements, or a concat with its inputs keyed on (parts, i);
-transpose-hoist-from-concat reads the inputs' sources from the analysis
-(`transposed_sources`, built one input at a time), so no rule joins one
-transpose atom per concat input (DESIGN §3).
+A slice and a transpose commute both ways (transpose-through-slice and its
+inverse slice-through-transpose, kept together here): a slice moves towards
+the inputs to meet a concat, a transpose towards its inverse.
+
+Where a law needs the position of an input dim in a permutation (a concat's
+or a reduction's axis, a slice's box), it reads the analysis' inverse
+permutation (`inverse_perm`) instead of being generated per position, and
+transpose-through-concat reads its new inputs from `transposed_inputs`
+instead of being generated per arity and axis.
+
+Bounds: each rule joins the matched transpose with its operand, at most two
+operand elements, and lookups keyed on its perm or its concat's inputs (the
+analysis builds `transposed_inputs` and `transposed_sources` one input at a
+time), so no rule joins one transpose atom per concat input (DESIGN §3).
 """
 
 from __future__ import annotations
 
 import itertools
 
-from egglog import Fact, String, Vec, eq, i64, ruleset, var
+from egglog import Fact, String, UnstableFn, Vec, eq, i64, ruleset, var
 
 from eqsat.rules._law import law
 from eqsat.ir import MAX_RANK
-from eqsat.rules.analysis import transposed_sources
+from eqsat.rules.analysis import inverse_perm, paired_perm, transposed_inputs, transposed_sources
 from eqsat.rules.guards import (
-    MAX_CONCAT_ARITY,
     is_identity_perm,
-    is_padding_of_rank,
-    permuted_padding,
     same_length,
     single_operand,
     table_operand_is_not_batched_mac_shape,
+    two_operands,
+    zeros_like,
 )
 from eqsat.terms import Tensor, shape
 
@@ -68,16 +76,13 @@ def moves_only_unit_dims(perm: Vec[i64], in_shape: Vec[i64], rank: int) -> list[
     return facts + [eq(sum(violations[1:], violations[0])).to(i64(0))]
 
 
-def all_unit_dims(in_shape: Vec[i64], rank: int) -> list[Fact]:
-    """in_shape == [1] * rank: the tensor broadcasts against any layout of the same rank."""
-    return [eq(in_shape).to(Vec(*[i64(1)] * rank))]
-
-
-def bound_parts(vector: Vec[Tensor], arity: int, name: str) -> tuple[list[Tensor], list[Fact]]:
-    """Variables for the elements of a Vec of exactly arity tensors, and the facts that bind them."""
-    items = [var(f"{name}{i}", Tensor) for i in range(arity)]
-    facts = [eq(vector.length()).to(i64(arity))]
-    return items, facts + [eq(item).to(Tensor.element(vector, i64(i))) for i, item in enumerate(items)]
+def all_unit_dims(in_shape: Vec[i64], other: Vec[i64]) -> list[Fact]:
+    """in_shape == [1] * len(other), of rank 1..MAX_RANK: the tensor broadcasts against any layout of other's rank."""
+    return [
+        i64(0) < other.length(),
+        other.length() <= i64(MAX_RANK),
+        eq(in_shape).to(zeros_like(other).map(UnstableFn[i64, i64](i64.__add__, i64(1)))),
+    ]
 
 
 @transpose.register
@@ -106,7 +111,8 @@ def _transpose_through_elementwise():
         Tensor.elementwise(key, Vec(x.transpose(p))),
         *single_operand(operands, x),
     )
-    (left, right), binds = bound_parts(operands, 2, "operand")
+    left, right = var("left", Tensor), var("right", Tensor)
+    binds = two_operands(operands, left, right)
     # transpose(f(a, b), p) == f(transpose(a, p), transpose(b, p))  when a and b have the same shape (no broadcast)
     yield law(
         "transpose-through-binary",
@@ -115,27 +121,24 @@ def _transpose_through_elementwise():
         *binds,
         eq(shape(left)).to(shape(right)),
     )
-    for rank in range(1, MAX_RANK + 1):
-        # transpose(f(a, c), p) == f(transpose(a, p), c)  when c has shape [1]*rank (a broadcast scalar)
-        yield law(
-            f"transpose-through-binary-scalar-right-{rank}",
-            Tensor.elementwise(key, operands).transpose(p),
-            Tensor.elementwise(key, Vec(left.transpose(p), right)),
-            *binds,
-            eq(dims).to(shape(left)),
-            eq(dims.length()).to(i64(rank)),
-            *all_unit_dims(shape(right), rank),
-        )
-        # transpose(f(c, b), p) == f(c, transpose(b, p))  when c has shape [1]*rank (a broadcast scalar)
-        yield law(
-            f"transpose-through-binary-scalar-left-{rank}",
-            Tensor.elementwise(key, operands).transpose(p),
-            Tensor.elementwise(key, Vec(left, right.transpose(p))),
-            *binds,
-            eq(dims).to(shape(right)),
-            eq(dims.length()).to(i64(rank)),
-            *all_unit_dims(shape(left), rank),
-        )
+    # transpose(f(a, c), p) == f(transpose(a, p), c)  when c has shape [1]*rank(a) (a broadcast scalar), rank 1..MAX_RANK
+    yield law(
+        "transpose-through-binary-scalar-right",
+        Tensor.elementwise(key, operands).transpose(p),
+        Tensor.elementwise(key, Vec(left.transpose(p), right)),
+        *binds,
+        eq(dims).to(shape(left)),
+        *all_unit_dims(shape(right), dims),
+    )
+    # transpose(f(c, b), p) == f(c, transpose(b, p))  when c has shape [1]*rank(b) (a broadcast scalar), rank 1..MAX_RANK
+    yield law(
+        "transpose-through-binary-scalar-left",
+        Tensor.elementwise(key, operands).transpose(p),
+        Tensor.elementwise(key, Vec(left, right.transpose(p))),
+        *binds,
+        eq(dims).to(shape(right)),
+        *all_unit_dims(shape(left), dims),
+    )
 
 
 @transpose.register
@@ -149,36 +152,39 @@ def _transpose_through_table_and_pad():
         Tensor.table(key, x.transpose(p), lut),
         *table_operand_is_not_batched_mac_shape(shape(Tensor.table(key, x, lut).transpose(p))),
     )
-    for rank in range(1, MAX_RANK + 1):
-        # transpose(pad(x, padding, v), p) == pad(transpose(x, p), padding'), padding' pair i = padding pair p[i]
-        yield law(
-            f"transpose-through-pad-{rank}",
-            x.pad(padding, value).transpose(p),
-            x.transpose(p).pad(moved, value),
-            eq(p.length()).to(i64(rank)),
-            *is_padding_of_rank(padding, rank),
-            eq(moved).to(permuted_padding(padding, p, rank)),
-        )
+    # transpose(pad(x, padding, v), p) == pad(transpose(x, p), padding'), padding' pair i = padding pair p[i], rank 1..MAX_RANK
+    yield law(
+        "transpose-through-pad",
+        x.pad(padding, value).transpose(p),
+        x.transpose(p).pad(moved, value),
+        i64(0) < p.length(),
+        p.length() <= i64(MAX_RANK),
+        eq(padding.length()).to(p.length() * 2),
+        eq(moved).to(paired_perm(p, p.length()).map(padding.__getitem__)),
+    )
 
 
 @transpose.register
 def _transpose_through_reduce():
-    reduce_key = var("reduce_key", String)
-    for new_axis in range(MAX_RANK):
-        # transpose(reduce(x, axis), p) == reduce(transpose(x, p), j)  where p[j] == axis (the kept unit dim moves with p)
-        yield law(
-            f"transpose-through-reduce-{new_axis}",
-            Tensor.reduce(reduce_key, x, axis).transpose(p),
-            Tensor.reduce(reduce_key, x.transpose(p), i64(new_axis)),
-            eq(p[new_axis]).to(axis),
-        )
+    reduce_key, inverse, new_axis = var("reduce_key", String), var("inverse", Vec[i64]), var("new_axis", i64)
+    # transpose(reduce(x, axis), p) == reduce(transpose(x, p), j)  where p[j] == axis (the kept unit dim moves with p)
+    yield law(
+        "transpose-through-reduce",
+        Tensor.reduce(reduce_key, x, axis).transpose(p),
+        Tensor.reduce(reduce_key, x.transpose(p), new_axis),
+        eq(inverse).to(inverse_perm(p, p.length())),
+        eq(new_axis).to(inverse[axis]),
+    )
 
 
 @transpose.register
-def _transpose_through_slice():
-    start, size = var("start", Vec[i64]), var("size", Vec[i64])
+def _transpose_and_slice():
+    start, size, inverse = var("start", Vec[i64]), var("size", Vec[i64]), var("inverse", Vec[i64])
+    # An inverse pair: saturation still ends because each law only rebuilds what the other started from.
+    # transpose-through-slice on transpose(slice(x, s, z), p) adds slice(transpose(x, p), s∘p, z∘p), and
+    # slice-through-transpose on that adds transpose(slice(x, (s∘p)∘p⁻¹, (z∘p)∘p⁻¹), p) = the term it came from,
+    # so a pair adds at most one slice and one transpose per term it starts from, and creates no new box or perm.
     # transpose(slice(x, start, size), p) == slice(transpose(x, p), start∘p, size∘p), where (v∘p)[i] = v[p[i]]
-    #   (the inverse of slice-through-transpose: together they only union existing classes, so saturation ends)
     yield law(
         "transpose-through-slice",
         x.slice(start, size).transpose(p),
@@ -186,21 +192,32 @@ def _transpose_through_slice():
         *same_length(p, start),
         *same_length(p, size),
     )
+    # slice(transpose(x, p), start, size) == transpose(slice(x, start∘p⁻¹, size∘p⁻¹), p), rank 1..MAX_RANK
+    #   (start'[p[i]] = start[i]: the box of transpose(x, p) as a box of x)
+    yield law(
+        "slice-through-transpose",
+        x.transpose(p).slice(start, size),
+        x.slice(inverse.map(start.__getitem__), inverse.map(size.__getitem__)).transpose(p),
+        i64(0) < p.length(),
+        p.length() <= i64(MAX_RANK),
+        *same_length(p, start),
+        *same_length(p, size),
+        eq(inverse).to(inverse_perm(p, p.length())),
+    )
 
 
 @transpose.register
 def _transpose_through_concat():
-    for arity in range(2, MAX_CONCAT_ARITY + 1):
-        items, binds = bound_parts(parts, arity, "part")
-        for new_axis in range(MAX_RANK):
-            # transpose(concat([a_i], axis), p) == concat([transpose(a_i, p)], j)  where p[j] == axis
-            yield law(
-                f"transpose-through-concat-{arity}-{new_axis}",
-                Tensor.concat(parts, axis).transpose(p),
-                Tensor.concat(Vec(*[item.transpose(p) for item in items]), i64(new_axis)),
-                *binds,
-                eq(p[new_axis]).to(axis),
-            )
+    inputs, inverse, new_axis = var("inputs", Vec[Tensor]), var("inverse", Vec[i64]), var("new_axis", i64)
+    # transpose(concat([a_i], axis), p) == concat([transpose(a_i, p)], j)  where p[j] == axis, for 2..MAX_CONCAT_ARITY inputs
+    yield law(
+        "transpose-through-concat",
+        Tensor.concat(parts, axis).transpose(p),
+        Tensor.concat(inputs, new_axis),
+        eq(inputs).to(transposed_inputs(parts, p, parts.length())),
+        eq(inverse).to(inverse_perm(p, p.length())),
+        eq(new_axis).to(inverse[axis]),
+    )
     sources, source_axis = var("sources", Vec[Tensor]), var("source_axis", i64)
     # concat([transpose(a_i, p)], axis) == transpose(concat([a_i], p[axis]), p)
     yield law(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import torch
+from egglog import bindings
 
 from eqsat.ir import Term
 from eqsat.rules import analysis
@@ -80,3 +81,39 @@ def test_hundreds_of_same_key_tables_are_typed_through_their_key():
     assert all(s.view.types[s.class_of(m)] == ((1, 3, 2), "torch.int8") for m in moved)
     new_inputs = [next(t for t in s.terms_of(m) if t.op == "Table").args[0] for m in moved]
     assert all(s.view.types[c] == ((1, 3, 2), "torch.int8") for c in new_inputs)
+
+
+def test_permutation_lookups_are_the_inverse_the_pad_pairs_and_the_renumbered_perms():
+    g = GraphBuilder()
+    moved = g.call(aten.permute_copy.default, g.input("x", (2, 3, 4)), [2, 0, 1])
+    s = Saturated(g.output(moved))
+    egraph = s.loaded.egraph
+    egraph.run(analysis.analysis.saturate())
+    perm = "(vec-of 2 0 1)"
+    facts = [
+        f"(= (inverse_perm {perm} 3) (vec-of 1 2 0))",  # output dim inverse[d] is input dim d
+        f"(= (paired_perm {perm} 3) (vec-of 4 5 0 1 2 3))",
+        f"(= (renumbered_perm {perm} 0 3) (vec-of 1 0 0))",  # dims above 0 move down; dim 0's own entry stays
+        f"(= (renumbered_perm {perm} 1 3) (vec-of 1 0 1))",
+        f"(= (renumbered_perm {perm} 2 3) (vec-of 2 0 1))",
+    ]
+    for fact in facts:  # (check ...) raises when the fact does not hold
+        egraph._run_program(*egraph._egraph.parse_program(f"(check {fact})"))
+
+
+def test_transposed_inputs_are_built_only_for_a_transposed_concat():
+    g = GraphBuilder()
+    parts = [g.input(f"p{i}", (2, 3)) for i in range(2)]
+    joined = g.call(aten.cat.default, parts, 1)
+    plain = g.call(aten.cat.default, parts, 0)
+    s = Saturated(g.output(g.call(aten.permute_copy.default, joined, [1, 0]), plain))
+    egraph = s.loaded.egraph
+    egraph.run(analysis.analysis.saturate())
+    node_vec = "(vec-of (Node 0) (Node 1))"
+    egraph._run_program(
+        *egraph._egraph.parse_program(
+            f"(check (= (transposed_inputs {node_vec} (vec-of 1 0) 2) (vec-of (Transpose (Node 0) (vec-of 1 0)) (Transpose (Node 1) (vec-of 1 0)))))"
+        )
+    )
+    (sizes,) = egraph._egraph.run_program(bindings.PrintSize(bindings.RustSpan("", 0, 0), None))
+    assert dict(sizes.sizes)["transposed_inputs"] == 3  # [], [t0], [t0, t1]: none for the concat along axis 0

@@ -51,7 +51,7 @@ def test_a_ruleset_outside_the_program_runs_through_egglog_python():
     x, p = var("x", Tensor), var("p", Vec[i64])
     # transpose(x, p) == x  when p is the identity permutation (transpose-identity again, under another name)
     extra.register(law("test-transpose-identity", x.transpose(p), x, *is_identity_perm(p)))
-    result, _, _, egraph = saturated(rules.Budget(), (rules.RULESETS["transpose"], rules.RULESETS["reshape"], extra))
+    result, _, _, egraph = saturated(rules.Budget(), (*rules.rulesets_named(("transpose", "reshape", "transpose-rank")), extra))
     assert getattr(egraph, "_eqsat_program", None) is None
     assert result.rule_matches["test-transpose-identity"] > 0 and result.rule_matches["transpose-identity"] > 0
 

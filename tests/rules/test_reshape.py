@@ -14,6 +14,7 @@ from eqsat.ir import Term
 from eqsat.rules.reshape import reshape
 from eqsat.rules.slice_pushdown import slice_pushdown
 from eqsat.rules.transpose import transpose
+from eqsat.rules.transpose_rank import transpose_rank
 from tests.graphs import GraphBuilder
 from tests.rules.harness import BUDGET, Saturated
 
@@ -21,26 +22,8 @@ aten = torch.ops.aten
 view, permute, neg = aten.view_copy.default, aten.permute_copy.default, aten.neg.default
 
 
-def fired(s: Saturated, family: str) -> int:
-    """Matches of a law generated per rank or position: 'family' itself or 'family-<n>[-<m>]'."""
-    return sum(
-        n
-        for name, n in s.result.rule_matches.items()
-        if name == family or (name.startswith(family + "-") and name[len(family) + 1 :].replace("-", "").isdigit())
-    )
-
-
 def terms(s: Saturated, eclass: str, op: str) -> list[Term]:
     return [term for term in s.view.candidates[eclass] if term.op == op]
-
-
-def lowered(s: Saturated, eclass: str) -> set[tuple[tuple[int, ...], tuple[int, ...]]]:
-    """(perm, shape of its input) of every reshape(transpose(reshape(...))) form in eclass."""
-    forms = set()
-    for outer in terms(s, eclass, "Reshape"):
-        for inner in terms(s, outer.args[0], "Transpose"):
-            forms.add((inner.attrs[0], s.view.types[inner.args[0]].shape))
-    return forms
 
 
 def test_reshape_reshape_fires():
@@ -103,53 +86,6 @@ def test_reshape_does_not_move_through_an_opaque_op():
     assert s.fired("reshape-through-unary") == 0
 
 
-def test_transpose_of_adjacent_dim_pairs_lowers_to_a_2d_transpose():
-    g = GraphBuilder()
-    x = g.input("x", (2, 3, 4, 5))
-    t = g.call(permute, x, [2, 3, 0, 1])
-    s = Saturated(g.output(t), reshape)
-    assert fired(s, "transpose-merge-adjacent-dims") >= 1
-    assert ((1, 0), (6, 20)) in lowered(s, s.class_of(t))
-    assert ((1, 2, 0), (6, 4, 5)) in lowered(s, s.class_of(t))
-
-
-def test_transpose_merge_does_not_fire_when_no_adjacent_dims_stay_in_order():
-    g = GraphBuilder()
-    x = g.input("x", (2, 3, 4))
-    t = g.call(permute, x, [2, 1, 0])
-    s = Saturated(g.output(t), reshape)
-    assert fired(s, "transpose-merge-adjacent-dims") == 0
-    assert lowered(s, s.class_of(t)) == set()
-
-
-def test_nchw_to_nhwc_with_batch_1_lowers_to_a_2d_transpose():
-    g = GraphBuilder()
-    x = g.input("x", (1, 3, 4, 5))
-    t = g.call(permute, x, [0, 2, 3, 1])
-    s = Saturated(g.output(t), reshape)
-    assert fired(s, "transpose-drop-unit-dim") >= 1
-    assert ((1, 0), (3, 20)) in lowered(s, s.class_of(t))
-
-
-def test_transpose_drop_unit_dim_does_not_fire_without_unit_dims():
-    g = GraphBuilder()
-    x = g.input("x", (2, 3, 4, 5))
-    t = g.call(permute, x, [0, 2, 3, 1])
-    s = Saturated(g.output(t), reshape)
-    assert fired(s, "transpose-drop-unit-dim") == 0
-    assert fired(s, "transpose-merge-adjacent-dims") >= 1
-
-
-def test_split_form_follows_from_the_merge_form():
-    # transpose(reshape(x, split), p) == reshape(transpose(x, p'), out) when p keeps the split dims together
-    g = GraphBuilder()
-    x = g.input("x", (6, 20))
-    t = g.call(permute, g.call(view, x, [2, 3, 4, 5]), [2, 3, 0, 1])
-    s = Saturated(g.output(t), reshape)
-    outer = terms(s, s.class_of(t), "Reshape")
-    assert any(Term("Transpose", (s.class_of(x),), ((1, 0),)) in s.view.candidates[r.args[0]] for r in outer)
-
-
 def test_a_chain_of_reshapes_and_unary_ops_saturates():
     g = GraphBuilder()
     value = g.input("x", (2, 3, 4))
@@ -167,7 +103,7 @@ def test_a_chain_of_5d_transposes_reshapes_and_unary_ops_saturates():
     perms = itertools.cycle([[0, 3, 4, 1, 2], [4, 0, 1, 2, 3], [0, 2, 1, 4, 3]])
     for _ in range(4):
         value = g.call(view, g.call(neg, g.call(permute, value, next(perms))), [1, 2, 3, 4, 5])
-    s = Saturated(g.output(value), reshape, slice_pushdown, transpose)
+    s = Saturated(g.output(value), reshape, transpose_rank, slice_pushdown, transpose)
     assert s.result.stop_reason == "saturated"
 
 
