@@ -112,7 +112,7 @@ def measure(node_count: int, budget: rules.Budget) -> dict[str, float]:
     times["extract_s"] = time.perf_counter() - start
     times["choose_s"] = times["extract_s"] - times["read_s"]
     start = time.perf_counter()
-    bridge_fx.to_fx(loaded, extraction.selection, view.class_of_node)
+    bridge_fx.to_fx(loaded, extraction.selection, view.class_of_node, types=view.types)
     times["write_back_s"] = time.perf_counter() - start
     times["iterations"] = float(saturation.iterations)
     return times
