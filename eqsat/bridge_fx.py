@@ -583,9 +583,16 @@ def _checkpointed(items: Iterable, checkpoint: Callable[[], None] | None) -> Ite
 
 
 def to_egraph(
-    graph_module: fx.GraphModule, *, merge_duplicates: bool = False, checkpoint: Callable[[], None] | None = None
+    graph_module: fx.GraphModule,
+    *,
+    merge_duplicates: bool = False,
+    checkpoint: Callable[[], None] | None = None,
+    into: EGraph | None = None,
 ) -> Loaded:
     """Read every node of the graph into a fresh e-graph, in bulk.
+
+    into: an empty e-graph that declares the term language (eqsat.terms.declare) to load into instead:
+    the pass's (eqsat.rules.scratch_egraph) has the rules already added.
 
     merge_duplicates: let identical pure opaque and elementwise ops share one
     term. Off by default: Vela fuses a RESCALE into each consumer separately,
@@ -619,8 +626,9 @@ def to_egraph(
 
     if checkpoint is not None:
         checkpoint()
-    egraph = EGraph()
-    terms.declare(egraph)
+    egraph = into if into is not None else EGraph()
+    if into is None:
+        terms.declare(egraph)
     program = ["(ruleset load)"]
     for table in rows:
         program.extend(_build_rule(table))

@@ -523,9 +523,11 @@ def optimize(graph_module: fx.GraphModule, target: str = "ethos-u55-128", **opti
     try:
         model = cost_models.cost_model_for(target)
         report.cost_unit = model.unit
-        with _tosa_lowering_context(target):
+        with _tosa_lowering_context(target), rules.scratch_egraph() as scratch:
             with _phase(report, "load"):
-                loaded = bridge_fx.to_egraph(graph_module, merge_duplicates=parsed.merge_duplicates, checkpoint=deadlines.check)
+                loaded = bridge_fx.to_egraph(
+                    graph_module, merge_duplicates=parsed.merge_duplicates, checkpoint=deadlines.check, into=scratch
+                )
             report.dialect = loaded.dialect
             report.cost_before = fx_graph_cost(graph_module, model)
             deadlines.check()
