@@ -98,6 +98,7 @@ def prepare() -> None:
 
 
 _SCRATCH: list[EGraph] = []
+"""The scratch e-graph; replaced when the schedule's program is another (tests replace rulesets)."""
 _SCRATCH_LOCK = threading.Lock()
 
 
@@ -110,18 +111,18 @@ def scratch_egraph() -> Iterator[EGraph | None]:
     program to a new e-graph costs egglog about 0.14 s of CPU (it compiles every rule's query),
     more than saturating a small model's graph; a push and a pop cost about 0.02 s. Runs in one
     process take turns; a worker forked inside a run has its own copy. The e-class ids a run
-    sees are the same as in a fresh e-graph (tests/test_determinism.py).
+    sees are the same as in a fresh e-graph (tests/rules/test_program.py).
     """
     program = _program.compiled((ANALYSIS, *REWRITES))
     if program is None:
         yield None
         return
     with _SCRATCH_LOCK:
-        if not _SCRATCH:
+        if not _SCRATCH or _SCRATCH[0]._eqsat_program is not program:
             egraph = EGraph()
             terms.declare(egraph)
             _program.CompiledRunner(egraph, program)
-            _SCRATCH.append(egraph)
+            _SCRATCH[:] = [egraph]
         (egraph,) = _SCRATCH
         egraph.push()
         try:
