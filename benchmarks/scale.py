@@ -11,7 +11,9 @@ e-graph the pass extracts from; and "stress", three iterations with the
 e-node limit lifted, which grows the e-graph about six times larger.
 Extraction (`extract_s`) is reading the e-graph's tables into terms
 (`read_s`) plus greedy selection under the cost model (`choose_s`).
-Wall-clock numbers: a benchmark, never a test.
+Wall-clock numbers: a benchmark, never a test. The synthetic graphs then also
+run end to end through `eqsat.optimize` under the pass's default options
+(write-back included), in the stress suite's table.
 
 The stress suite (`--suite stress`) runs `eqsat.optimize` under the pass's
 default options on graph classes at real sizes and reports the report's
@@ -30,7 +32,8 @@ process, after a warm-up optimize of a tiny graph:
   per step, sigmoid/tanh TABLEs, MUL/ADD/SUB, LayerNorm) over n steps;
 - band-mlp-<n>: the zoo's per-band MLP over n bands, circular shift as slice + concat;
 - transformer-<n>: an encoder of n pre-norm layers (attention with head
-  permutes, FFN, two LayerNorms).
+  permutes, FFN, two LayerNorms);
+- synthetic-<n>: the synthetic graph of about n nodes (run by `--suite synthetic`).
 By default the model classes run at one size each (DEFAULT_STRESS_MODELS:
 gru-16, band-mlp-32, transformer-4), which keeps the whole benchmark near
 10 minutes on 2 cores; `--models all` adds gru-8, band-mlp-16 and
@@ -112,7 +115,7 @@ def measure(node_count: int, budget: rules.Budget) -> dict[str, float]:
     times["extract_s"] = time.perf_counter() - start
     times["choose_s"] = times["extract_s"] - times["read_s"]
     start = time.perf_counter()
-    bridge_fx.to_fx(loaded, extraction.selection, view.class_of_node)
+    bridge_fx.to_fx(loaded, extraction.selection, view.class_of_node, types=view.types)
     times["write_back_s"] = time.perf_counter() - start
     times["iterations"] = float(saturation.iterations)
     return times
@@ -206,6 +209,12 @@ def _status_kb(field: str) -> int:
     raise KeyError(field)
 
 
+def _children_cpu_seconds() -> float:
+    """CPU time of this process's finished children (the optimizer's workers)."""
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return children.ru_utime + children.ru_stime
+
+
 def optimize_measured(graphs: list[fx.GraphModule], target: str) -> dict[str, object]:
     """eqsat.optimize on each graph (one per delegate): summed phase seconds, e-graph size, iterations, stop
     reasons, and the peak resident memory the runs added (MB)."""
@@ -216,6 +225,7 @@ def optimize_measured(graphs: list[fx.GraphModule], target: str) -> dict[str, ob
     except OSError:
         resident_before = None
     row: dict[str, object] = {"fx_nodes": 0, "enodes": 0, "iterations": 0, "stop": set(), "phases": {}, "worker_mb": 0.0}
+    cpu_start = time.process_time() + _children_cpu_seconds()
     start = time.perf_counter()
     for graph in graphs:
         _, report = eqsat.optimize(graph, target=target)
@@ -227,6 +237,7 @@ def optimize_measured(graphs: list[fx.GraphModule], target: str) -> dict[str, ob
         for phase, seconds in report.phase_seconds.items():
             row["phases"][phase] = row["phases"].get(phase, 0.0) + seconds
     row["total_s"] = time.perf_counter() - start
+    row["cpu_s"] = time.process_time() + _children_cpu_seconds() - cpu_start
     if resident_before is not None:
         row["peak_mb"] = (_status_kb("VmHWM") - resident_before) / 1024
     else:  # no /proc: the process-wide peak, an upper bound
@@ -251,6 +262,8 @@ def stress_row(name: str, target: str) -> dict[str, object]:
     started = time.perf_counter()
     if name.startswith("same-parameter-"):
         graph = same_parameter(name.removeprefix("same-parameter-"), 300)
+    elif name.startswith("synthetic-"):
+        graph = synthetic_graph(int(name.removeprefix("synthetic-")))
     else:
         model, inputs = stress_model(name)
         with tempfile.TemporaryDirectory(prefix="eqsat-scale-") as workdir:
@@ -262,15 +275,24 @@ def stress_row(name: str, target: str) -> dict[str, object]:
 
 
 def stress_suite(target: str, model_names: tuple[str, ...] = DEFAULT_STRESS_MODELS) -> None:
-    """Print the stress table: one row per graph class, each measured in a fresh process (so that the
-    peak resident memory a run adds is not hidden by memory an earlier row freed)."""
+    """Print the stress table."""
+    names = [f"same-parameter-{kind}" for kind in SAME_PARAMETER_KINDS] + list(model_names)
+    optimize_table(f"Stress suite, eqsat.optimize for {target} under the default options", names, target)
+
+
+def optimize_table(title: str, names: list[str], target: str) -> None:
+    """Print eqsat.optimize per phase on graphs named as stress_row names them: one row per graph, each
+    measured in a fresh process (so that the peak resident memory a run adds is not hidden by memory an
+    earlier row freed). `cpu s` is the CPU time of the caller and of the optimizer's worker together."""
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
 
-    names = [f"same-parameter-{kind}" for kind in SAME_PARAMETER_KINDS] + list(model_names)
-    print(f"\nStress suite, eqsat.optimize for {target} under the default options")
-    print("| graph | fx nodes | e-nodes | iterations | stop | " + " | ".join(f"{p} s" for p in PHASES) + " | total s | caller peak +MB | worker peak +MB | capture s |")
-    print("|---|" + "---:|" * 3 + "---|" + "---:|" * (len(PHASES) + 4))
+    print(f"\n{title}")
+    print(
+        "| graph | fx nodes | e-nodes | iterations | stop | " + " | ".join(f"{p} s" for p in PHASES)
+        + " | total s | cpu s | caller peak +MB | worker peak +MB | capture s |"
+    )
+    print("|---|" + "---:|" * 3 + "---|" + "---:|" * (len(PHASES) + 5))
     context = multiprocessing.get_context("spawn")
     for name in names:
         with ProcessPoolExecutor(max_workers=1, mp_context=context) as pool:
@@ -278,7 +300,7 @@ def stress_suite(target: str, model_names: tuple[str, ...] = DEFAULT_STRESS_MODE
         phases = " | ".join(f"{row['phases'].get(p, 0.0):.2f}" for p in PHASES)
         print(
             f"| {name} | {row['fx_nodes']} | {row['enodes']} | {row['iterations']} | {', '.join(row['stop'])} | {phases} "
-            f"| {row['total_s']:.2f} | {row['peak_mb']:.0f} | {row['worker_mb']:.0f} | {row['capture_s']:.0f} |",
+            f"| {row['total_s']:.2f} | {row['cpu_s']:.2f} | {row['peak_mb']:.0f} | {row['worker_mb']:.0f} | {row['capture_s']:.0f} |",
             flush=True,
         )
 
@@ -288,7 +310,7 @@ def main() -> None:
     parser.add_argument("--nodes", type=int, nargs="+", default=[2000, 20000])
     parser.add_argument("--budget", choices=sorted(BUDGETS), nargs="+", default=list(BUDGETS))
     parser.add_argument("--suite", choices=("synthetic", "stress"), nargs="+", default=["synthetic", "stress"])
-    parser.add_argument("--target", default="ethos-u55-128", help="the target of the stress suite")
+    parser.add_argument("--target", default="ethos-u55-128", help="the target of eqsat.optimize (stress suite, synthetic graphs end to end)")
     parser.add_argument(
         "--models", nargs="+", default=list(DEFAULT_STRESS_MODELS), help=f"the stress suite's model classes, or all: {', '.join(STRESS_MODELS)}"
     )
@@ -309,6 +331,8 @@ def synthetic_suite(arguments: argparse.Namespace) -> None:
             row = measure(count, BUDGETS[budget])
             cells = (f"{row[c]:.0f}" if c in counts else f"{row[c]:.2f}" for c in columns)
             print(f"| {budget} | " + " | ".join(cells) + " |", flush=True)
+    names = [f"synthetic-{count}" for count in arguments.nodes]
+    optimize_table(f"Synthetic graphs end to end, eqsat.optimize for {arguments.target} under the default options", names, arguments.target)
 
 
 if __name__ == "__main__":

@@ -53,7 +53,7 @@ from eqsat.extract.egraph_view import EGraphView
 from eqsat.extract import EXTRACTORS, extract
 from eqsat.extract.greedy import reachable
 from eqsat.extract.refine import refine
-from eqsat.ir import Term
+from eqsat.ir import TensorType, Term
 from eqsat.report import Report, op_counts
 
 logger = logging.getLogger("eqsat")
@@ -299,12 +299,14 @@ def _check_outputs(original: fx.GraphModule, optimized: fx.GraphModule) -> None:
 
 @dataclass
 class Search:
-    """What saturation, extraction and refinement found: the report fields they fill, and the
-    selection (the chosen term of each e-class the roots need) with the e-class of each node."""
+    """What saturation, extraction and refinement found: the report fields they fill, the
+    selection (the chosen term of each e-class the roots need) with the e-class of each node,
+    and the type of each selected e-class (write-back gives new nodes their `val` from it)."""
 
     report: dict = field(default_factory=dict)
     selection: dict[str, Term] | None = None
     class_of_node: list[str] | None = None
+    types: dict[str, TensorType] | None = None
     error: BaseException | None = None
 
 
@@ -315,7 +317,7 @@ def search(loaded: bridge_fx.Loaded, model: cost_models.CostModel, options: Opti
     """Saturate, extract and refine (in the worker process); never raises."""
     report = Report(target=model.target)
     try:
-        selection, class_of_node = _search(loaded, model, options, deadlines, report)
+        selection, class_of_node, types = _search(loaded, model, options, deadlines, report)
     except BaseException as error:  # noqa: BLE001 - reported to the caller, which decides (strict or fallback)
         if isinstance(error, (KeyboardInterrupt, SystemExit)):
             raise
@@ -323,14 +325,14 @@ def search(loaded: bridge_fx.Loaded, model: cost_models.CostModel, options: Opti
             error = BudgetExceeded("memory limit", f"the optimizer ran out of memory ({_memory_detail(options)})")
         found = Search(error=error)
     else:
-        found = Search(selection=selection, class_of_node=class_of_node)
+        found = Search(selection=selection, class_of_node=class_of_node, types=types)
     found.report = {name: getattr(report, name) for name in SEARCH_FIELDS} | {"phase_seconds": report.phase_seconds}
     return found
 
 
 def _search(
     loaded: bridge_fx.Loaded, model: cost_models.CostModel, options: Options, deadlines: Deadlines, report: Report
-) -> tuple[dict[str, Term], list[str]]:
+) -> tuple[dict[str, Term], list[str], dict[str, TensorType]]:
     budget = dataclasses.replace(options.budget, seconds=deadlines.share(SATURATION_SHARE))
     with _phase(report, "saturate"):
         saturation = rules.saturate(loaded.egraph, budget, rules.rulesets_named(options.rules))
@@ -362,7 +364,7 @@ def _search(
     # keeps operands its term does not model, like a RESHAPE's CONST_SHAPE), with their operands.
     needed = roots + [c for c in dict.fromkeys(view.class_of_node) if c in refined.selection]
     selection = {c: refined.selection[c] for c in reachable(refined.selection, needed)}
-    return selection, view.class_of_node
+    return selection, view.class_of_node, {c: view.types[c] for c in selection if c in view.types}
 
 
 def _memory_detail(options: Options) -> str:
@@ -495,7 +497,9 @@ def _rebuild(
     # FX finishing the graph cannot be interrupted: write-back gives up early enough to leave it time.
     reserve = FINISH_SECONDS_PER_NODE * len(loaded.nodes)
     with _phase(report, "write_back"):
-        written = bridge_fx.to_fx(loaded, found.selection, found.class_of_node, checkpoint=lambda: deadlines.check(reserve))
+        written = bridge_fx.to_fx(
+            loaded, found.selection, found.class_of_node, checkpoint=lambda: deadlines.check(reserve), types=found.types
+        )
     with _phase(report, "check"):
         # the graph as written (an aten slice of a box is one node per cut dimension, say) is priced again
         report.cost_after = fx_graph_cost(written, model)
@@ -519,9 +523,11 @@ def optimize(graph_module: fx.GraphModule, target: str = "ethos-u55-128", **opti
     try:
         model = cost_models.cost_model_for(target)
         report.cost_unit = model.unit
-        with _tosa_lowering_context(target):
+        with _tosa_lowering_context(target), rules.scratch_egraph() as scratch:
             with _phase(report, "load"):
-                loaded = bridge_fx.to_egraph(graph_module, merge_duplicates=parsed.merge_duplicates, checkpoint=deadlines.check)
+                loaded = bridge_fx.to_egraph(
+                    graph_module, merge_duplicates=parsed.merge_duplicates, checkpoint=deadlines.check, into=scratch
+                )
             report.dialect = loaded.dialect
             report.cost_before = fx_graph_cost(graph_module, model)
             deadlines.check()

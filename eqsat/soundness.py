@@ -92,15 +92,18 @@ class Saturated:
         """Every term in the e-class of an FX node of the original graph."""
         return self.view.candidates[self.class_of(node)]
 
-    def random_extraction(self, seed: int) -> fx.GraphModule:
-        """One graph equivalent to the original under the rules, chosen by random costs."""
+    def random_selection(self, seed: int) -> dict[str, Term]:
+        """A term for each e-class, chosen by random costs."""
 
         def cost(eclass: str, term: Term) -> float:  # the same in every process: no hash() of strings
             digest = hashlib.blake2b(repr((seed, eclass, term)).encode(), digest_size=8).digest()
             return int.from_bytes(digest, "little") / 2**64
 
-        selection = extract_greedy(self.view.candidates, cost)
-        return bridge_fx.to_fx(self.loaded, selection, self.view.class_of_node)
+        return extract_greedy(self.view.candidates, cost)
+
+    def random_extraction(self, seed: int) -> fx.GraphModule:
+        """One graph equivalent to the original under the rules, chosen by random costs."""
+        return bridge_fx.to_fx(self.loaded, self.random_selection(seed), self.view.class_of_node, types=self.view.types)
 
     def assert_every_extraction_agrees(self, extractions: int = 12, input_seeds: int = 2) -> None:
         """Raise Unsound unless every random extraction matches the original on every input seed."""

@@ -7,7 +7,10 @@ import torch
 from executorch.backends.arm.tosa.specification import TosaLoweringContext, TosaSpecification
 from executorch.exir.dialects._ops import ops as exir_ops
 
-from eqsat import bridge_fx
+from hypothesis import given, settings
+
+from eqsat import bridge_fx, fuzz, rules
+from eqsat.soundness import Saturated
 from eqsat.extract.egraph_view import EGraphView
 from eqsat.extract.greedy import extract_greedy
 from eqsat.ops.rescale import scales_of
@@ -438,3 +441,41 @@ def test_a_new_node_standing_in_for_an_int48_node_keeps_the_mark():
     reshapes = [n for n in rebuilt.graph.nodes if n.target == TOSA.RESHAPE.default]
     assert len(reshapes) == 1 and reshapes[0].args[0].op == "placeholder"
     assert reshapes[0].meta[bridge_fx.TosaSpecialDtype.meta_key()] == INT48
+
+
+def _vals(graph_module):
+    return {
+        n.name: (type(v), v.fake_mode, v.device, tuple(v.shape), v.dtype, v.stride())
+        for n in graph_module.graph.nodes
+        if isinstance(v := n.meta.get("val"), torch.Tensor)
+    }
+
+
+def _assert_write_back_vals_from_types_equal_fx_propagation(graph_module, seeds: int = 4):
+    """Random extractions of the saturated graph, written back with the e-graph's types and without."""
+    saturated = Saturated(graph_module, *rules.REWRITES)
+    for seed in range(seeds):
+        args = (saturated.loaded, saturated.random_selection(seed), saturated.view.class_of_node)
+        from_types, propagated = bridge_fx.to_fx(*args, types=saturated.view.types), bridge_fx.to_fx(*args)
+        assert _vals(from_types) == _vals(propagated)
+        new_nodes = {n.name for n in from_types.graph.nodes} - {n.name for n in graph_module.graph.nodes}
+        if new_nodes:
+            yield new_nodes
+
+
+@settings(max_examples=25, derandomize=True, database=None, deadline=None)
+@given(fuzz.graph_specs())
+def test_write_back_vals_from_the_egraph_types_equal_fx_propagation_on_tosa_graphs(spec):
+    with TosaLoweringContext(fuzz.TOSA_SPEC):
+        list(_assert_write_back_vals_from_types_equal_fx_propagation(spec.build()))
+
+
+def test_write_back_vals_from_the_egraph_types_equal_fx_propagation_on_aten_graphs():
+    g = GraphBuilder()
+    x = g.input("x", (2, 4, 6, 5))
+    moved = g.call(aten.permute_copy.default, g.call(aten.neg.default, x), [0, 2, 3, 1])
+    joined = g.call(aten.cat.default, [g.call(aten.permute_copy.default, moved, [0, 3, 1, 2]), x], 1)
+    cut = g.call(aten.slice_copy.Tensor, g.call(aten.slice_copy.Tensor, joined, 1, 2, 6), 2, 1, 5)
+    gm = g.output(g.call(aten.view_copy.default, cut, [2, 4, 20]))
+    written = [n for new in _assert_write_back_vals_from_types_equal_fx_propagation(gm, seeds=8) for n in new]
+    assert written, "no extraction wrote a new node: the test compared nothing"

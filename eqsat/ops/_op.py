@@ -7,7 +7,7 @@ from typing import Any, Callable, Protocol
 
 from torch import fx
 
-from eqsat.ir import Term
+from eqsat.ir import TensorType, Term
 
 Reader = Callable[[fx.Node, Callable[[fx.Node], int], Callable[[], str], bool], "Term | None"]
 """read(node, index, key, merge_duplicates): node as a term (args are `index` of its operand nodes), or None when
@@ -20,7 +20,9 @@ class Writer(Protocol):
 
     dialect is 'tosa' or 'aten'; slices_as_tosa, shapes_as_const_shape and pads_as_tosa say which form the
     graph already uses. call() adds a node that takes the meta of the node it stands in for and gets its
-    FakeTensor value; copy_prototype() copies the node a key was read from onto new operands.
+    FakeTensor value, built from the type it `computes` (default: the e-class's type, which the e-graph
+    knows; an emitter that writes a term as several nodes names the type of each intermediate one);
+    copy_prototype() copies the node a key was read from onto new operands.
     """
 
     dialect: str
@@ -30,7 +32,7 @@ class Writer(Protocol):
     original: fx.Node | None
     """The first original node of the e-class being written, if it had one."""
 
-    def call(self, target: Any, args: tuple, kwargs: dict) -> fx.Node: ...
+    def call(self, target: Any, args: tuple, kwargs: dict, computes: TensorType | None = None) -> fx.Node: ...
 
     def const_shape(self, values: tuple[int, ...]) -> fx.Node: ...
 

@@ -8,7 +8,7 @@ from typing import Callable
 import torch
 from torch import fx
 
-from eqsat.ir import Term
+from eqsat.ir import TensorType, Term
 from eqsat.ops.nodes import TOSA, const_shape_values, normalize_axis, op_name, static_shape, tensor_val
 from eqsat.ops._op import Op, Writer, vec
 
@@ -53,9 +53,11 @@ def _aten_slices(out: Writer, x: fx.Node, box: tuple) -> fx.Node:
     """One slice_copy per dimension the box cuts (the input itself if it cuts none)."""
     start, size = box
     full = tuple(x.meta["val"].shape)
+    dtype = str(x.meta["val"].dtype)
     for dim, (begin, extent) in enumerate(zip(start, size)):
         if (begin, extent) != (0, full[dim]):
-            x = out.call(out.aten("slice_copy", "Tensor"), (x, dim, begin, begin + extent), {})
+            cut = TensorType(tuple(size[: dim + 1]) + full[dim + 1 :], dtype)
+            x = out.call(out.aten("slice_copy", "Tensor"), (x, dim, begin, begin + extent), {}, cut)
     return x
 
 

@@ -24,11 +24,9 @@ egglog-python's numbered names, mapped back to the names its run report gives
 them (`Program.rule_names`).
 
 `CompiledRunner` runs such a program on an e-graph; `Runner` runs any ruleset
-through egglog-python, for rulesets outside the program.
-
-Future work: adding the rules to a new e-graph still costs egglog about 0.4 s
-(it compiles each rule's query); egglog's push/pop could share one e-graph
-with the rules across runs in a process.
+through egglog-python, for rulesets outside the program. Adding the program
+to an e-graph still costs egglog about 0.14 s of CPU (it compiles each rule's
+query): the pass pays it once per process (eqsat.rules.scratch_egraph).
 """
 
 from __future__ import annotations

@@ -108,3 +108,33 @@ def test_an_empty_cache_setting_turns_the_disk_cache_off(monkeypatch):
 def test_commands_split_at_top_level_only():
     text = '(rule ((= x (f "a)(b" 1))) ((g x)) :name "n(1)")\n; (not a command)\n(ruleset r)'
     assert _program.split_commands(text) == ['(rule ((= x (f "a)(b" 1))) ((g x)) :name "n(1)")', "(ruleset r)"]
+
+
+def saturated_in(egraph):
+    """GRAPH loaded into egraph (a fresh one for None), saturated: its e-classes, candidates and rule matches."""
+    with TosaLoweringContext(fuzz.TOSA_SPEC):
+        loaded = bridge_fx.to_egraph(GRAPH.build(), into=egraph)
+    result = rules.saturate(loaded.egraph, rules.Budget())
+    view = EGraphView.of(loaded.egraph, len(loaded.nodes))
+    return view.class_of_node, view.candidates, view.types, result.iterations, result.rule_matches
+
+
+def test_the_scratch_egraph_saturates_as_a_fresh_one_run_after_run():
+    fresh = saturated_in(None)
+    runs = []
+    for _ in range(2):
+        with rules.scratch_egraph() as scratch:
+            runs.append((scratch, saturated_in(scratch)))
+    (first, first_run), (second, second_run) = runs
+    assert first is second and first._eqsat_program is not None
+    assert first_run == fresh and second_run == fresh
+
+
+def test_the_scratch_egraph_is_empty_after_a_run_however_it_ends():
+    with pytest.raises(RuntimeError):
+        with rules.scratch_egraph() as scratch:
+            saturated_in(scratch)
+            assert rules.enode_count(scratch) > 0
+            raise RuntimeError("the run failed")
+    with rules.scratch_egraph() as again:
+        assert again is scratch and rules.enode_count(again) == 0
