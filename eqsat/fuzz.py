@@ -538,6 +538,8 @@ def tosa_rescale(x: torch.Tensor, dtype: torch.dtype, scale: float | list[float]
     if not bool(((value >= -bound) & (value < bound)).all()):
         raise ValueError("REQUIRE -2^(shift-1) <= value < 2^(shift-1)")
     scaled = (value * multiplier + bound) >> shift
+    if not bool(((scaled >= -(2**31)) & (scaled < 2**31)).all()):
+        raise ValueError("REQUIRE: the scaled value fits int32")
     info = torch.iinfo(dtype)
     return (scaled + out_zp).clamp(info.min, info.max).to(dtype)
 
