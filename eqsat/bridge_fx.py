@@ -224,6 +224,10 @@ def _checkpointed(items: Iterable, checkpoint: Callable[[], None] | None) -> Ite
         yield item
 
 
+ZERO_SIZE_REFUSAL = "the graph has zero-size tensors, which TOSA cannot represent (every dimension must be at least 1)"
+"""The reason a graph with a zero-size dimension is refused (returned untouched)."""
+
+
 def to_egraph(
     graph_module: fx.GraphModule,
     *,
@@ -249,6 +253,10 @@ def to_egraph(
     if effects:  # write-back emits what the outputs read: these would be lost
         names = ", ".join(f"{n.name} ({op_name(n.target)})" for n in effects[:3])
         raise ValueError(f"the graph has nodes with side effects that nothing reads: {names}")
+    empty = [n for n in graph_module.graph.nodes if (shape := static_shape(n)) is not None and 0 in shape]
+    if empty:  # TOSA requires every dimension >= 1; Vela 5.1 crashes on such a graph (docs/arm_hazards.md)
+        names = ", ".join(f"{n.name} {list(static_shape(n))}" for n in empty[:3])
+        raise ValueError(f"{ZERO_SIZE_REFUSAL}: {names}")
     nodes = list(_loaded_nodes(graph_module.graph))
     index_of = {n: i for i, n in enumerate(nodes)}
     keys: dict[str, str] = {}

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import time
 from pathlib import Path
 
 from eqsat import bench
@@ -60,7 +61,13 @@ def _calibrate(arguments: argparse.Namespace) -> int:
 def _fuzz(arguments: argparse.Namespace) -> int:
     from eqsat import fuzz
 
-    result = fuzz.run(arguments.n, arguments.seed, arguments.target)
+    started = time.monotonic()
+
+    def progress(graphs: int) -> None:
+        if graphs % 500 < fuzz.BATCH:
+            print(f"eqsat fuzz: {graphs} graphs checked, {time.monotonic() - started:.0f} s", flush=True)
+
+    result = fuzz.run(arguments.n, arguments.seed, tuple(arguments.target or fuzz.TARGETS), progress=progress)
     for failure in result.failures:
         print(f"MISMATCH\n{failure}\n")
     print(f"eqsat fuzz: {result.graphs} graphs checked (shrinking included), {len(result.failures)} failure(s)")
@@ -126,7 +133,13 @@ def parser() -> argparse.ArgumentParser:
     )
     fuzz_command.add_argument("--n", type=int, default=500, help="how many random graphs (default: 500)")
     fuzz_command.add_argument("--seed", type=int, default=0, help="random seed (default: 0)")
-    fuzz_command.add_argument("--target", default="ethos-u55-128", choices=ACCELERATORS, metavar="TARGET", help="the cost model's target (default: ethos-u55-128)")
+    fuzz_command.add_argument(
+        "--target",
+        action="append",
+        choices=ACCELERATORS,
+        metavar="TARGET",
+        help="optimize for this target (repeatable; default: ethos-u55-128 and ethos-u85-256, one per batch)",
+    )
     fuzz_command.set_defaults(handler=_fuzz)
     return top
 

@@ -13,11 +13,22 @@ produce): TOSA-dialect graphs of the Arm pipeline have no eager kernels.
     saturated = Saturated(graph_module, my_ruleset)
     saturated.fired("my-law")               # how often the law matched
     saturated.assert_every_extraction_agrees()
+
+A property test that draws its graphs states how often its law must fire, so
+that a guard rejecting every generated case cannot pass unnoticed:
+
+    @law_fires_in(0.5, "my-law")            # outside @given: checked once all cases ran
+    @given(...)
+    def test_my_law_is_sound(...):
+        Saturated(...).assert_every_extraction_agrees()
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
+from collections.abc import Callable
+from typing import Any
 
 import torch
 from egglog import Ruleset
@@ -71,6 +82,10 @@ def assert_bit_identical(a: fx.GraphModule, b: fx.GraphModule, seed: int = 0) ->
             raise Unsound(f"output {slot} differs on random inputs (seed {seed})")
 
 
+_case_logs: list[list[dict[str, int]]] = []
+"""The rule matches of every Saturated built while a law_fires_in test runs (one list per running test)."""
+
+
 class Saturated:
     """A graph loaded into an e-graph and saturated with some rulesets (under BUDGET)."""
 
@@ -79,6 +94,8 @@ class Saturated:
         self.loaded = bridge_fx.to_egraph(graph_module)
         self.result = rules.saturate(self.loaded.egraph, BUDGET, rewrites=tuple(rulesets))
         self.view = EGraphView.of(self.loaded.egraph, len(self.loaded.nodes))
+        for log in _case_logs:
+            log.append(self.result.rule_matches)
 
     def fired(self, law: str) -> int:
         """How many times the rule named law matched."""
@@ -114,3 +131,46 @@ class Saturated:
                     assert_bit_identical(self.graph_module, extracted, seed=input_seed)
                 except Unsound as error:
                     raise Unsound(f"extraction {seed}: {error}\n{extracted.graph}") from None
+
+
+def fired_share(cases: list[dict[str, int]], law: str) -> float:
+    """The share of cases (rule-match counts, one per saturated graph) in which law fired.
+
+    law is a rule name or the name of a generated family: "transpose-through-pad"
+    counts "transpose-through-pad" and "transpose-through-pad-3" alike.
+    """
+    def fired(matches: dict[str, int]) -> bool:
+        return any(count > 0 and (name == law or name.startswith(law + "-")) for name, count in matches.items())
+
+    return sum(map(fired, cases)) / len(cases) if cases else 0.0
+
+
+class LawDidNotFire(AssertionError):
+    """A property test's law fired in fewer of its cases than the test states."""
+
+
+def law_fires_in(share: float, *laws: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Decorate a property test (above its @given) so that, once all its cases ran, each of laws must
+    have fired in at least share of the graphs it saturated (Saturated instances); else LawDidNotFire.
+
+    share is the test's statement of how often its generator reaches the law (measured share minus a
+    margin); a test that saturates no graph at all fails too.
+    """
+
+    def decorate(test: Callable[..., Any]) -> Callable[..., Any]:
+        @functools.wraps(test)
+        def run(*args: Any, **kwargs: Any) -> None:
+            cases: list[dict[str, int]] = []
+            _case_logs.append(cases)
+            try:
+                test(*args, **kwargs)
+            finally:
+                _case_logs.remove(cases)
+            for law in laws:
+                measured = fired_share(cases, law)
+                if measured < share:
+                    raise LawDidNotFire(f"{law} fired in {measured:.0%} of {len(cases)} saturated cases, the test states at least {share:.0%}")
+
+        return run
+
+    return decorate

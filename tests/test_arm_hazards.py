@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections import Counter
 
 import pytest
@@ -124,3 +125,29 @@ def test_no_table_is_given_a_batched_mac_shaped_operand_on_u85(tmp_path):
     finally:
         eqsat.uninstall()
     assert batched_mac_table_operands(lowered) == []
+
+
+ZERO_SIZE_LOWERING = """
+import tempfile, pathlib, torch
+from eqsat import lowering
+
+class PermuteAdd(torch.nn.Module):
+    def forward(self, x):
+        return x.permute(0, 2, 1) + 1
+
+exported = lowering.quantize(PermuteAdd().eval(), (torch.randn(1, 0, 4),), "ethos-u55-128")
+lowering.lower(exported, "ethos-u55-128", workdir=pathlib.Path(tempfile.mkdtemp()))
+"""
+
+
+@pytest.mark.slow
+def test_the_stock_pipeline_crashes_vela_on_a_zero_size_tensor():
+    """Why eqsat refuses zero-size tensors (docs/arm_hazards.md): the stock lowering, without eqsat, delegates one and Vela segfaults."""
+    import signal
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    repository = Path(__file__).resolve().parents[1]
+    done = subprocess.run([sys.executable, "-c", ZERO_SIZE_LOWERING], capture_output=True, text=True, cwd=repository, env={**os.environ, "PYTHONPATH": str(repository)})
+    assert done.returncode == -signal.SIGSEGV, done.stderr[-2000:]

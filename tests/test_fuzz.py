@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import torch
+import pytest
 from hypothesis import given, settings
+from hypothesis import strategies as st
 from torch import fx
 
 from eqsat import fuzz, lowering
+from eqsat.bridge_fx import ZERO_SIZE_REFUSAL
 from eqsat.fuzz import GraphSpec, Step
 from eqsat.report import Report
 from eqsat.validate import assert_lowerings_equivalent
@@ -16,10 +19,10 @@ DEFAULT_BATCHES = 50
 
 
 @settings(max_examples=DEFAULT_BATCHES, derandomize=True, database=None, deadline=None)
-@given(fuzz.batches())
-def test_random_graphs_optimize_bit_exact(specs):
+@given(st.sampled_from(fuzz.TARGETS), fuzz.batches(zero_size=True))
+def test_random_graphs_optimize_bit_exact(target, specs):
     assert len(specs) == fuzz.BATCH
-    fuzz.assert_optimizes_exactly(specs)
+    fuzz.assert_optimizes_exactly(specs, target)
 
 
 RELU_CONCAT = GraphSpec(
@@ -34,17 +37,30 @@ def test_relu_concat_under_a_shared_zero_point_optimizes_bit_exact():
     assert fuzz.check(RELU_CONCAT) is None
 
 
-def test_generated_graphs_cover_every_step_kind_and_rank():
-    kinds, ranks = set(), set()
+def test_generated_graphs_cover_every_step_kind_rank_dtype_and_rescale_form():
+    kinds, ranks, dtypes, rescales, dims = set(), set(), set(), set(), set()
 
-    @settings(max_examples=60, derandomize=True, database=None, deadline=None)
-    @given(fuzz.graph_specs())
+    @settings(max_examples=100, derandomize=True, database=None, deadline=None)
+    @given(fuzz.graph_specs(zero_size=True))
     def collect(spec):
         kinds.update(step.op for step in spec.steps)
         ranks.update(len(shape) for shape in spec.inputs)
+        dtypes.update(spec.dtype_of(k) for k in range(len(spec.inputs)))
+        rescales.update(type(step.attrs[0]) for step in spec.steps if step.op == "rescale")
+        dims.update(d for shape in spec.inputs for d in shape)
 
     collect()
     assert kinds >= set(fuzz.STEP_KINDS) - {"relu-concat"} and ranks == set(range(1, fuzz.MAX_RANK + 1))
+    assert dtypes == set(fuzz.DTYPES) and rescales == {float, tuple} and dims >= set(range(fuzz.MAX_DIM + 1))
+
+
+ZERO_SIZE = GraphSpec(inputs=((2, 0, 3),), steps=(Step("transpose", (0,), ((1, 0, 2),)), Step("transpose", (1,), ((1, 0, 2),))), outputs=(2,))
+
+
+def test_a_graph_with_a_zero_size_tensor_must_come_back_refused(monkeypatch):
+    assert fuzz.check(ZERO_SIZE) is None
+    monkeypatch.setattr(fuzz.pipeline, "optimize", _unrunnable_optimizer)
+    assert fuzz.check(ZERO_SIZE).startswith("a graph with a zero-size tensor was not refused")
 
 
 def test_merged_specs_compute_what_each_spec_computes():
@@ -57,7 +73,10 @@ def test_merged_specs_compute_what_each_spec_computes():
 
 
 def _permuting_optimizer(graph_module, target, **options):
-    """A wrong optimizer: a copy of the graph with every non-sorted TRANSPOSE permutation reversed."""
+    """A wrong optimizer: a copy of the graph with every non-sorted TRANSPOSE permutation reversed
+    (a graph with a zero-size tensor it refuses, as the real one does)."""
+    if any(0 in n.meta["val"].shape for n in graph_module.graph.nodes if n.op == "placeholder"):
+        return graph_module, Report(target=target, fallback=ZERO_SIZE_REFUSAL)
     graph = fx.Graph()
     graph.output(graph.graph_copy(graph_module.graph, {}))
     for node in graph.nodes:
@@ -134,11 +153,11 @@ def _unrunnable_optimizer(graph_module, target, **options):
     graph.output(graph.graph_copy(graph_module.graph, {}))
     for node in graph.nodes:
         if node.target == fuzz.TOSA.TRANSPOSE.default:
-            node.target = fuzz.TOSA.REVERSE.default
+            node.target = fuzz.TOSA.CAST.default
     return fx.GraphModule(graph_module, graph), Report(target=target)
 
 
 def test_an_optimized_graph_that_does_not_run_is_a_failure(monkeypatch):
     monkeypatch.setattr(fuzz.pipeline, "optimize", _unrunnable_optimizer)
     problem = fuzz.check(RELU_CONCAT)
-    assert problem.startswith("the optimized graph does not run: NotImplementedError: no exact semantics for tosa.REVERSE")
+    assert problem.startswith("the optimized graph does not run: NotImplementedError: no exact semantics for tosa.CAST")

@@ -5,10 +5,12 @@ from __future__ import annotations
 import pytest
 import torch
 from egglog import Vec, i64, ruleset, var
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from eqsat.rules._law import law
 from eqsat.rules.transpose import transpose
-from eqsat.soundness import Saturated, Unsound
+from eqsat.soundness import LawDidNotFire, Saturated, Unsound, fired_share, law_fires_in
 from eqsat.terms import Tensor
 from tests.graphs import GraphBuilder
 
@@ -37,3 +39,26 @@ def test_a_wrong_law_is_caught():
     assert saturated.fired("transpose-forget-inner") == 1
     with pytest.raises(Unsound, match="extraction"):
         saturated.assert_every_extraction_agrees()
+
+
+def test_fired_share_counts_cases_and_generated_families():
+    cases = [{"transpose-through-pad-3": 2}, {"transpose-through-pad-4": 0, "other": 1}, {"transpose-through-padding": 1}, {}]
+    assert fired_share(cases, "transpose-through-pad") == 0.25
+    assert fired_share([], "transpose-through-pad") == 0.0
+
+
+@given(st.permutations(range(3)))
+@settings(max_examples=5, deadline=None, database=None)
+def permuted_twice(perm):
+    g = GraphBuilder()
+    there = g.call(permute, g.input("x", (2, 3, 4)), list(perm))
+    Saturated(g.output(g.call(permute, there, [0, 2, 1])), transpose).assert_every_extraction_agrees()
+
+
+def test_a_law_that_fires_in_every_case_meets_its_share():
+    law_fires_in(1.0, "transpose-compose")(permuted_twice)()
+
+
+def test_a_law_that_fires_in_no_generated_case_fails_its_share():
+    with pytest.raises(LawDidNotFire, match="transpose-forget-inner fired in 0% of 5 saturated cases"):
+        law_fires_in(0.1, "transpose-forget-inner")(permuted_twice)()

@@ -1,7 +1,10 @@
 """Every op the rules know nothing about: `Opaque(key, operands)`, where the key names its target, its
 non-tensor arguments and its output type, so two opaque terms are equal exactly when the ops are the same
 pure op on the same inputs. Any node no other op reads is read as opaque; a new one is a copy of the node
-its key was read from."""
+its key was read from.
+
+`reference` holds the exact semantics of the TOSA ops that stay opaque but that the fuzzer draws, so
+that graphs holding them can be evaluated too."""
 
 from __future__ import annotations
 
@@ -29,5 +32,6 @@ OP = Op(
     fact_row=keyed_fact_row,
     load_rule=keyed_load_rule("Opaque"),
     emit=emit,
+    reference={"tosa.REVERSE.default": lambda x, *, axis: x.flip(axis)},
     keyed=True,
 )

@@ -85,3 +85,14 @@ def test_rescale_rejects_a_scale_without_a_legal_shift():
     assert multiplier_and_shift(2.0**30) is None
     with pytest.raises(RequireViolation, match="scale"):
         reference(torch.tensor([1], dtype=torch.int32), torch.int32, [2.0**30], 0, 0)
+
+
+def test_rescale_requires_zero_points_of_zero_off_int8_and_one_scale_per_channel():
+    x = torch.tensor([[4, 4, 4], [-4, 32767, -32768]], dtype=torch.int16)
+    assert reference(x, torch.int16, [0.5, 1.0, 2.0], 0, 0).tolist() == [[2, 4, 8], [-2, 32767, -32768]]
+    with pytest.raises(RequireViolation, match="input_zp"):
+        reference(x, torch.int16, [1.0], 3, 0)
+    with pytest.raises(RequireViolation, match="output_zp"):
+        reference(x, torch.int16, [1.0], 0, 3)
+    with pytest.raises(RequireViolation, match="per-channel"):
+        reference(x, torch.int16, [1.0, 1.0], 0, 0)

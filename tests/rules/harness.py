@@ -1,4 +1,4 @@
-"""Shared checks for rule tests: the package's soundness checker (eqsat.soundness), re-exported, and the
+"""Shared checks for rule tests: the package's soundness checker and law-firing share (eqsat.soundness), re-exported, and the
 stress graphs every rule that joins same-shaped terms is tested on."""
 
 from __future__ import annotations
@@ -8,10 +8,10 @@ from executorch.backends.arm.tosa.specification import TosaLoweringContext, Tosa
 
 from eqsat import bridge_fx
 from eqsat.rules import enode_count
-from eqsat.soundness import BUDGET, Saturated
+from eqsat.soundness import BUDGET, Saturated, law_fires_in
 from eqsat.stress_graphs import arity_groups, same_parameter_graph
 
-__all__ = ["BUDGET", "Saturated", "saturated_stress_graph"]
+__all__ = ["BUDGET", "Saturated", "law_fires_in", "saturated_stress_graph"]
 
 STRESS_COUNT = 300
 """How many same-parameter terms a stress graph has (eqsat.stress_graphs)."""
