@@ -17,7 +17,7 @@ Overview:
   as its registry file specifies it: RESCALE as the TOSA specification
   defines it (the multiplier and shift that the Arm backend serializes, an
   int64 multiply, one rounding shift, zero points, saturation, REQUIREs
-  checked), data movement, TABLE, ADD and CLAMP on integers.
+  and ERROR_IFs checked), data movement, TABLE, ADD and CLAMP on integers.
 - `check()` optimizes a spec's graph and compares both graphs' outputs bit
   for bit; `run()` checks many specs under hypothesis, which shrinks every
   failure to a minimal reproducer, printed as Python by `GraphSpec.to_python()`.
