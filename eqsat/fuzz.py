@@ -21,7 +21,7 @@ Overview:
   as its registry file specifies it: RESCALE as the TOSA specification
   defines it (the multiplier and shift that the Arm backend serializes, an
   int64 multiply, one rounding shift, zero points, saturation, REQUIREs
-  checked), data movement, TABLE, ADD, SUB, CLAMP and the reductions on
+  and ERROR_IFs checked), data movement, TABLE, ADD, SUB, CLAMP and the reductions on
   integers.
 - `check()` optimizes a spec's graph for a target and compares both graphs'
   outputs bit for bit; `run()` checks many specs under hypothesis, each batch

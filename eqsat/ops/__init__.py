@@ -3,7 +3,7 @@
 Each file holds, for its op, the FX targets in both dialects (TOSA and edge
 ATen), how a node is read into an `ir.Term`, the fact rows and load rule that
 put the term into the e-graph, how a new term is emitted back into FX, and
-the op's exact reference semantics (TOSA specification, REQUIREs checked).
+the op's exact reference semantics (TOSA specification, REQUIREs and ERROR_IFs checked).
 `REGISTRY` maps each term constructor (`Term.op`) to its `Op`; `BY_TARGET`
 maps each FX target name to the op that reads it. The bridge, the reference
 evaluator (`ops.reference`) and the tests loop over them.

@@ -73,13 +73,20 @@ class Op:
 
 
 class RequireViolation(AssertionError):
-    """An input on which a REQUIRE of the TOSA specification fails: the op's result is unpredictable."""
+    """An op on which the TOSA specification's REQUIRE (its result is unpredictable: the reference model
+    says TOSA_UNPREDICTABLE) or ERROR_IF (the graph is invalid: TOSA_ERROR) fails."""
 
 
 def require(condition: bool, what: str) -> None:
     """Raise RequireViolation unless condition holds (what: the REQUIRE, in words)."""
     if not condition:
         raise RequireViolation(f"REQUIRE {what}")
+
+
+def error_if(condition: bool, what: str) -> None:
+    """Raise RequireViolation if condition holds (what: the ERROR_IF, in words)."""
+    if condition:
+        raise RequireViolation(f"ERROR_IF {what}")
 
 
 def vec(names: list[str]) -> str:

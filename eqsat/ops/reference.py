@@ -1,7 +1,7 @@
 """The exact reference evaluator: runs a TOSA-dialect (or edge ATen) FX graph on integer tensors.
 
 Each TOSA op runs as its registry file specifies it (integers throughout, the
-specification's REQUIREs checked: a violated one raises `RequireViolation`);
+specification's REQUIREs and ERROR_IFs checked: a violated one raises `RequireViolation`);
 a TOSA op without reference semantics raises NotImplementedError, and every
 other op (ATen) runs as itself. The fuzzer and the rule tests both use it.
 """

@@ -3,7 +3,7 @@
 The term carries the exact integer multipliers and shifts that the Arm
 serializer derives from the float scales (`multipliers_and_shifts`), so laws
 reason about rounding exactly. `reference` is the TOSA 1.0 specification's
-RESCALE, REQUIREs included: a violated REQUIRE raises `ops.RequireViolation`.
+RESCALE, REQUIREs and ERROR_IFs included: a violated one raises `ops.RequireViolation`.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from torch import fx
 
 from eqsat.ir import Term
 from eqsat.ops.nodes import TOSA, node_args, static_shape, tensor_val
-from eqsat.ops._op import Op, Writer, require, vec
+from eqsat.ops._op import Op, Writer, error_if, require, vec
 
 DTYPES = ("torch.int8", "torch.int16", "torch.int32")
 """The dtypes a Rescale term reads and writes."""
@@ -118,12 +118,16 @@ def reference(
     output_unsigned: bool = False,
 ) -> torch.Tensor:
     """TOSA RESCALE, scale32, SINGLE_ROUND, signed: ((x - in_zp) * m + 2^(s-1)) >> s, + out_zp, saturated;
-    per channel (the last dim) when there is more than one scale. Checks apply_scale_32's REQUIREs."""
+    per channel (the last dim) when there is more than one scale. Checks apply_scale_32's REQUIREs and the
+    ERROR_IF that only an int8 tensor has a zero point (signed)."""
     if input_unsigned or output_unsigned:
         raise NotImplementedError("RESCALE reference for signed tensors only")
+    error_if(x.dtype != torch.int8 and in_zp != 0, f"input_zp {in_zp} != 0 for {x.dtype}")
+    error_if(out_dtype != torch.int8 and out_zp != 0, f"output_zp {out_zp} != 0 for {out_dtype}")
     exact = multipliers_and_shifts(list(scales))
     require(exact is not None, f"scales {list(scales)} have a scale32 multiplier and shift")
     multipliers, shifts = exact
+    require(len(multipliers) == 1 or (x.dim() > 0 and x.shape[-1] == len(multipliers)), "one per-channel scale per index of the last dim")
     value = x.numpy().astype(np.int64) - in_zp
     m = np.array(multipliers, dtype=np.int64)  # broadcasts along the last (channel) axis, or per tensor
     s = np.array(shifts, dtype=np.int64)

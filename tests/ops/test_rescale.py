@@ -74,10 +74,14 @@ def test_rescale_accepts_the_edges_of_the_required_value_range():
     assert reference(x, torch.int32, [2.0**20], 0, 0).tolist() == [-512 * 2**20, 511 * 2**20]
 
 
-@pytest.mark.parametrize("value, in_zp", [(512, 0), (-513, 0), (0, 513), (511, -1)])
-def test_rescale_rejects_a_value_outside_the_required_range(value, in_zp):
+@pytest.mark.parametrize(
+    "dtype, value, in_zp, scale",
+    [(torch.int32, 512, 0, 2.0**20), (torch.int32, -513, 0, 2.0**20), (torch.int8, 100, -28, 2.0**23), (torch.int8, -65, 0, 2.0**23)],
+)
+def test_rescale_rejects_a_value_outside_the_required_range(dtype, value, in_zp, scale):
+    """2^20 has shift 10, 2^23 shift 7: REQUIRE -2^(shift-1) <= x - in_zp < 2^(shift-1)."""
     with pytest.raises(RequireViolation, match="value"):
-        reference(torch.tensor([value], dtype=torch.int32), torch.int32, [2.0**20], in_zp, 0)
+        reference(torch.tensor([value], dtype=dtype), torch.int32, [scale], in_zp, 0)
 
 
 def test_rescale_rejects_a_scale_without_a_legal_shift():
@@ -87,12 +91,14 @@ def test_rescale_rejects_a_scale_without_a_legal_shift():
         reference(torch.tensor([1], dtype=torch.int32), torch.int32, [2.0**30], 0, 0)
 
 
-def test_rescale_requires_zero_points_of_zero_off_int8_and_one_scale_per_channel():
+@pytest.mark.parametrize("source, dest, in_zp, out_zp", [(torch.int16, torch.int8, 5, 0), (torch.int32, torch.int8, 3, 0), (torch.int8, torch.int32, 0, 1)])
+def test_rescale_rejects_a_zero_point_on_a_tensor_wider_than_int8(source, dest, in_zp, out_zp):
+    with pytest.raises(RequireViolation, match="ERROR_IF"):
+        reference(torch.zeros(2, dtype=source), dest, [0.5], in_zp, out_zp)
+
+
+def test_rescale_requires_one_scale_per_index_of_the_last_dim():
     x = torch.tensor([[4, 4, 4], [-4, 32767, -32768]], dtype=torch.int16)
     assert reference(x, torch.int16, [0.5, 1.0, 2.0], 0, 0).tolist() == [[2, 4, 8], [-2, 32767, -32768]]
-    with pytest.raises(RequireViolation, match="input_zp"):
-        reference(x, torch.int16, [1.0], 3, 0)
-    with pytest.raises(RequireViolation, match="output_zp"):
-        reference(x, torch.int16, [1.0], 0, 3)
     with pytest.raises(RequireViolation, match="per-channel"):
         reference(x, torch.int16, [1.0, 1.0], 0, 0)
