@@ -54,7 +54,9 @@ class LayerCycles:
     `cycles_access` is the largest of its memory-access estimates (columns
     `SRAM AC`, `DRAM AC`, `OnFlash AC`, `OffFlash AC`); `cycles_total` is
     the estimate once memory access is taken into account (column
-    `Op Cycles`, the larger of the two).
+    `Op Cycles`, the larger of the two). `cycles_sram`, `cycles_dram` and
+    `cycles_flash` are the access estimates of each memory (flash: the larger
+    of `OnFlash AC` and `OffFlash AC`); `cycles_access` is their largest.
     """
 
     name: str
@@ -63,6 +65,9 @@ class LayerCycles:
     cycles_npu: int
     cycles_total: int
     cycles_access: int = 0
+    cycles_sram: int = 0
+    cycles_dram: int = 0
+    cycles_flash: int = 0
 
 
 @dataclass(frozen=True)
@@ -210,6 +215,9 @@ def _layer(row: dict[str, str]) -> LayerCycles:
         cycles_npu=_cycles(row["NPU"]),
         cycles_total=_cycles(row["Op Cycles"]),
         cycles_access=max(_cycles(row[column]) for column in _ACCESS_COLUMNS),
+        cycles_sram=_cycles(row["SRAM AC"]),
+        cycles_dram=_cycles(row["DRAM AC"]),
+        cycles_flash=max(_cycles(row["OnFlash AC"]), _cycles(row["OffFlash AC"])),
     )
 
 

@@ -71,9 +71,10 @@ BATCH_SIZE = 8
 # ---------------------------------------------------------------- measuring
 
 
-MEASURES = {"npu": "cycles_npu", "access": "cycles_access", "total": "cycles_total"}
+MEASURES = {"npu": "cycles_npu", "access": "cycles_access", "total": "cycles_total", "sram": "cycles_sram", "dram": "cycles_dram", "flash": "cycles_flash"}
 """What a sample records of each layer: Vela's NPU cycles, its memory-access cycles (the largest
-access column) and its `Op Cycles` (the larger of the two, what `cycles_total` adds up)."""
+access column), its `Op Cycles` (the larger of the two, what `cycles_total` adds up) and the
+access cycles of each memory (SRAM, DRAM, flash)."""
 
 
 def _attribute(layers, layouts: list[Layout], measure: str = "npu") -> list[dict[str, int]] | None:
@@ -167,6 +168,7 @@ def measure_batch(samples: list[Sample], target: str, version: str) -> list[dict
         else:
             access = sum(layer.cycles_access for layer in result.layers)
             measured = {"npu": {"op": result.cycles_npu}, "access": {"op": access}, "total": {"op": result.cycles_total}}
+            measured.update({m: {"op": sum(getattr(layer, MEASURES[m]) for layer in result.layers)} for m in ("sram", "dram", "flash")})
         records.append(_record(sample, target, version, "ok", measured))
     return records
 
@@ -199,7 +201,7 @@ def measure(samples: list[Sample], target: str, workdir: Path, *, jobs: int = 2,
     blocks = [s for s in todo if s.kind == "module"]
     single = [s for s in todo if s.split == "probe"]
     batched = [s for s in todo if s.split != "probe" and s.kind != "module"]
-    batches = [[s] for s in blocks] + [batched[i : i + batch_size] for i in range(0, len(batched), batch_size)] + [[s] for s in single]
+    batches = [batched[i : i + batch_size] for i in range(0, len(batched), batch_size)] + [[s] for s in blocks] + [[s] for s in single]
     with (
         tqdm(total=len(todo), desc=f"calibrate {target}", unit="sample", disable=not progress) as bar,
         concurrent.futures.ThreadPoolExecutor(max_workers=max(1, jobs)) as pool,
@@ -244,6 +246,7 @@ def lower_block(params: dict, target: str) -> dict:
         "npu": sum(e.cycles_npu for e in estimates),
         "access": sum(layer.cycles_access for e in estimates for layer in e.layers),
         "total": sum(e.cycles_total for e in estimates),
+        **{m: sum(getattr(layer, MEASURES[m]) for e in estimates for layer in e.layers) for m in ("sram", "dram", "flash")},
     }
     return {"nodes": nodes, "cycles": cycles, "cpu_ops": lowered.cpu_ops}
 

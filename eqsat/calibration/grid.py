@@ -124,6 +124,8 @@ def _grid(target: str, split: str, scale: float) -> list[Sample]:
         add("conv2d", h=rng.choice((4, 8, 16, 32)), w=rng.choice((4, 8, 16, 32)), cin=rng.choice((3, 8, 16, 32, 64)), cout=rng.choice((8, 16, 32, 64)), k=k, stride=rng.choice((1, 1, 2)))
     for _ in range(n(12)):  # fully connected layers: a 1x1 conv over few positions, weight-bound
         add("conv2d", h=1, w=rng.choice((1, 1, 2, 4)), cin=rng.choice((8, 64, 128, 160, 256)), cout=rng.choice((8, 64, 128, 160, 256)), k=1, stride=1)
+    for _ in range(n(16)):  # the layers of recurrent cells and MLP heads: few positions, many weights (flash streaming on Ethos-U55)
+        add("conv2d", h=1, w=rng.choice((1, 2, 4, 8, 16)), cin=rng.choice((16, 32, 96, 192, 384)), cout=rng.choice((8, 16, 48, 96, 192, 384)), k=1, stride=1)
     for i in range(n(24)):
         axis, arity = rng.choice((1, 2, 3, 3)), rng.choice((2, 2, 3, 4))
         base = _nhwc(rng, high=16384)

@@ -186,7 +186,8 @@ def write_report(targets: list[str], path: Path, results: Path, workdir: Path = 
 
     lines += ["", "## Fitted models", ""]
     lines += ["cycles = Σ coef × feature, fitted by non-negative least squares weighted by 1/cycles: NPU cycles and",
-              "memory-access cycles apart, an op costing the larger of the two per pass (joint families: `Op Cycles` over whole graphs).", ""]
+              "memory-access cycles apart (one model per memory, SRAM, DRAM or flash, the access model being their largest),",
+              "an op costing the larger of the two per pass (joint families: `Op Cycles` over whole graphs).", ""]
     for t, d in data.items():
         lines += [f"### {t}", "", "| family | model | features (coef) | n | R² | MAPE |", "|---|---|---|---:|---:|---:|"]
         for family, m in d["models"].items():
@@ -196,7 +197,10 @@ def write_report(targets: list[str], path: Path, results: Path, workdir: Path = 
                 if part is None:
                     continue
                 pieces = part.get("pieces", [part])
-                terms = " **max** ".join(", ".join(f"{f} ({c:.3g})" for f, c in zip(p["features"], p["coef"]) if c) or "0" for p in pieces)
+                terms = " **max** ".join(
+                    (f"{p['memory']}: " if "memory" in p else "") + (", ".join(f"{f} ({c:.3g})" for f, c in zip(p["features"], p["coef"]) if c) or "0")
+                    for p in pieces
+                )
                 lines.append(f"| {family} | {name} | {terms} | {part['n']} | {_fmt(part['r2'])} | {_fmt(part['mape'], 1)}% |")
         lines.append("")
 

@@ -15,8 +15,11 @@ graphs with the pinned Vela and fits, per *family* of op configurations
 (`transpose/int8`, `concat/int16`, `binary/ADD`, `conv2d`, ...), two linear
 models `cycles = sum(coef[i] * feature[i])` over a few features of the
 configuration (elements, rows, number of 3D swaps Vela needs, MACs, ...):
-one of Vela's NPU cycles, one of its memory-access cycles (the largest of
-`SRAM AC`, `DRAM AC`, `OnFlash AC`, `OffFlash AC`). An op costs the larger
+one of Vela's NPU cycles, one of its memory-access cycles: the largest of
+one linear model per memory (`SRAM AC`, `DRAM AC`, flash: `OnFlash AC` or
+`OffFlash AC`), as Vela takes the largest; on Ethos-U55 a fully connected
+layer is bound by streaming its weights from flash, a spatial convolution by
+its feature maps in SRAM. An op costs the larger
 of the two (`op_cycles`), as each of Vela's layers costs `Op Cycles`, the
 larger of its NPU and access cycles; the sum over a graph is the model of
 Vela's `cycles_total`, the inference estimate. A transpose is priced pass
