@@ -5,7 +5,7 @@ every registered rule function and merging declarations, in every process,
 before the first graph is optimized. The commands it sends are plain egglog
 program text. Without this cache that costs about 1 s per process, so per
 lowering: a fresh process that declares the term language, adds the schedule
-(126 rules) to an empty e-graph and runs one round of each ruleset took
+(about 130 rules) to an empty e-graph and runs one round of each ruleset took
 1.1-1.7 s through egglog-python (`Runner`) and 0.2-0.3 s from the cached
 program (`CompiledRunner`), on 2 cores shared with other jobs.
 

@@ -4,7 +4,7 @@ Loaded terms get their shape and dtype from the FX meta (the bridge sets them).
 These rules derive them for new terms, name the operands of concats and
 elementwise ops with `element` handles that other rules join on, and fill the
 lookups that let one rule stand for a law at every index (`concat_offset`,
-`inverse_perm`, `renumbered_perm`, ...). They are saturated apart from the
+`index_below`, `inverse_perm`, ...). They are saturated apart from the
 rewrites (STYLE §egglog-python). One helper creates extractable terms:
 `transposed_inputs` builds the transposes that transpose-through-concat puts
 in its new concat (finitely many: one per input of a transposed concat).
@@ -13,9 +13,11 @@ Bounds: every rule joins the matched term with at most two facts keyed on it
 (its operand's shape, its element at index i, the previous step of an
 inductive helper); the helpers that enumerate a Vec (`concat_offset`,
 `prefix_min`, `window`, `rescaled_sources`, `transposed_sources`,
-`inverse_perm`, `paired_perm`, `renumbered_perm`, `transposed_inputs`) take one element per
-step (a perm's lookups: at most MAX_RANK * (MAX_RANK + 3) rows per distinct perm). Ops of one key share their dtype through `keyed_dtype`
-instead of a join of every pair of same-key ops.
+`inverse_perm`, `paired_perm`, `transposed_inputs`) take one element per
+step, and only for the terms whose law reads them (a transpose under a slice,
+of a pad, of a concat); `index_below` is 21 rows, whatever the graph. Ops of
+one key share their dtype through `keyed_dtype` instead of a join of every
+pair of same-key ops.
 """
 
 from __future__ import annotations
@@ -447,14 +449,18 @@ def _adjacent_slice_runs():
     ).then(set_(trailing_parts(parts, index + 1)).to(rest.remove(i64(0))))
 
 
+index_below = relation("index_below", i64, i64, egg_fn="index_below")
+"""index_below(n, i): 0 <= i < n, for 1 <= n <= MAX_RANK. A query joins it to enumerate the positions of a
+permutation or shape (queries cannot iterate over a Vec, DESIGN §3): one rule for every position."""
+
+
 @function(egg_fn="inverse_perm", merge=lambda old, new: old)
 def inverse_perm(perm: Vec[i64], count: i64Like) -> Vec[i64]:
     """[0, ..., 0] with entry perm[k] set to k for every k < count; for count == len(perm), the inverse
     permutation: output dim inverse[d] of transpose(x, perm) is input dim d.
 
-    Defined for the perm of every transpose, one entry per step, so a rule can
-    find where a transpose puts an input dim (a concat's or a reduction's axis,
-    a slice's box) with one lookup instead of one rule per position.
+    Defined for the perm of every transpose under a slice (what slice-through-transpose needs: the box of
+    the transpose as a box of its input), one entry per step.
     """
 
 
@@ -463,18 +469,7 @@ def paired_perm(perm: Vec[i64], count: i64Like) -> Vec[i64]:
     """[2 perm[0], 2 perm[0] + 1, ..., 2 perm[count - 1], 2 perm[count - 1] + 1]: for count == len(perm), the
     order of a PAD's (before, after) entries after transpose(., perm) (pair i is the input's pair perm[i]).
 
-    Defined for the perm of every transpose, one pair per step.
-    """
-
-
-@function(egg_fn="renumbered_perm", merge=lambda old, new: old)
-def renumbered_perm(perm: Vec[i64], removed: i64Like, count: i64Like) -> Vec[i64]:
-    """[perm[r] - (1 if perm[r] > removed else 0) for r < count]: perm's entries numbered as if input dim
-    `removed` were gone. With the entry for `removed` taken out (at inverse_perm position), it is the
-    permutation of the transpose of a tensor without that dim.
-
-    Defined for every input dim of the perm of every transpose of rank 2..MAX_RANK (what transpose rank
-    lowering needs), one entry per step.
+    Defined for the perm of every transpose of a pad, one pair per step.
     """
 
 
@@ -491,14 +486,15 @@ def transposed_inputs(parts: Vec[Tensor], perm: Vec[i64], count: i64Like) -> Vec
 
 @analysis.register
 def _permutation_lookups():
-    index, removed, entry = var("index", i64), var("removed", i64), var("entry", i64)
+    index, entry = var("index", i64), var("entry", i64)
     partial, following, zeros = var("partial", Vec[i64]), var("following", Vec[i64]), var("zeros", Vec[i64])
-    item = var("item", Tensor)
-    built = var("built", Vec[Tensor])
-    # inverse_perm(p, 0) == [0] * len(p)  for the perm of every transpose,
-    # and paired_perm(p, 0) == []
-    yield rule(eq(t).to(x.transpose(perm)), eq(zeros).to(zeros_like(perm)), name="inverse-perm-first").then(
-        set_(inverse_perm(perm, i64(0))).to(zeros), set_(paired_perm(perm, i64(0))).to(Vec[i64].empty())
+    item, built = var("item", Tensor), var("built", Vec[Tensor])
+    padding, value = var("padding", Vec[i64]), var("value", i64)
+    # index_below(n, i)  for 0 <= i < n <= MAX_RANK (a query with no atoms: it fires once)
+    yield rule(name="index-below").then(*[index_below(i64(n), i64(i)) for n in range(1, MAX_RANK + 1) for i in range(n)])
+    # inverse_perm(p, 0) == [0] * len(p)  for the perm of every slice(transpose(x, p), ...)
+    yield rule(eq(t).to(x.transpose(perm).slice(start, size)), eq(zeros).to(zeros_like(perm)), name="inverse-perm-first").then(
+        set_(inverse_perm(perm, i64(0))).to(zeros)
     )
     # inverse_perm(p, k + 1) == inverse_perm(p, k) with entry p[k] set to k  while k < len(p)
     yield rule(
@@ -507,6 +503,10 @@ def _permutation_lookups():
         eq(following).to(partial.set(perm[index], index)),
         name="inverse-perm-next",
     ).then(set_(inverse_perm(perm, index + 1)).to(following))
+    # paired_perm(p, 0) == []  for the perm of every transpose(pad(x, ...), p)
+    yield rule(eq(t).to(x.pad(padding, value).transpose(perm)), name="paired-perm-first").then(
+        set_(paired_perm(perm, i64(0))).to(Vec[i64].empty())
+    )
     # paired_perm(p, k + 1) == paired_perm(p, k) + [2 p[k], 2 p[k] + 1]  while k < len(p)
     yield rule(
         eq(partial).to(paired_perm(perm, index)),
@@ -514,26 +514,6 @@ def _permutation_lookups():
         eq(entry).to(perm[index] * 2),
         name="paired-perm-next",
     ).then(set_(paired_perm(perm, index + 1)).to(partial.push(entry).push(entry + 1)))
-    # renumbered_perm(p, d, 0) == []  for input dim d = 0 of the perm of every transpose of rank 2..MAX_RANK, ...
-    yield rule(
-        eq(t).to(x.transpose(perm)),
-        i64(2) <= perm.length(),
-        perm.length() <= i64(MAX_RANK),
-        name="renumbered-perm-first",
-    ).then(set_(renumbered_perm(perm, i64(0), i64(0))).to(Vec[i64].empty()))
-    # ... and for d + 1 while d + 1 < len(p)
-    yield rule(
-        eq(partial).to(renumbered_perm(perm, removed, i64(0))),
-        removed + 1 < perm.length(),
-        name="renumbered-perm-next-dim",
-    ).then(set_(renumbered_perm(perm, removed + 1, i64(0))).to(Vec[i64].empty()))
-    # renumbered_perm(p, d, k + 1) == renumbered_perm(p, d, k) + [p[k] - min(max(p[k] - d, 0), 1)]  while k < len(p)
-    yield rule(
-        eq(partial).to(renumbered_perm(perm, removed, index)),
-        index < perm.length(),
-        eq(entry).to(perm[index] - (perm[index] - removed).max(0).min(1)),
-        name="renumbered-perm-next",
-    ).then(set_(renumbered_perm(perm, removed, index + 1)).to(partial.push(entry)))
     # transposed_inputs(parts, p, 0) == []  for every transpose(concat(parts, axis), p) of 2..MAX_CONCAT_ARITY inputs
     yield rule(
         eq(t).to(Tensor.concat(parts, axis).transpose(perm)),

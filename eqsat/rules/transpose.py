@@ -18,10 +18,11 @@ inverse slice-through-transpose, kept together here): a slice moves towards
 the inputs to meet a concat, a transpose towards its inverse.
 
 Where a law needs the position of an input dim in a permutation (a concat's
-or a reduction's axis, a slice's box), it reads the analysis' inverse
-permutation (`inverse_perm`) instead of being generated per position, and
-transpose-through-concat reads its new inputs from `transposed_inputs`
-instead of being generated per arity and axis.
+or a reduction's axis) it enumerates positions through the analysis'
+`index_below`, and where it permutes a box or a padding it reads the
+analysis' `inverse_perm` or `paired_perm`, instead of being generated per
+position and rank; transpose-through-concat reads its new inputs from
+`transposed_inputs` instead of being generated per arity and axis.
 
 Bounds: each rule joins the matched transpose with its operand, at most two
 operand elements, and lookups keyed on its perm or its concat's inputs (the
@@ -37,7 +38,7 @@ from egglog import Fact, String, UnstableFn, Vec, eq, i64, ruleset, var
 
 from eqsat.rules._law import law
 from eqsat.ir import MAX_RANK
-from eqsat.rules.analysis import inverse_perm, paired_perm, transposed_inputs, transposed_sources
+from eqsat.rules.analysis import index_below, inverse_perm, paired_perm, transposed_inputs, transposed_sources
 from eqsat.rules.guards import (
     is_identity_perm,
     same_length,
@@ -166,14 +167,14 @@ def _transpose_through_table_and_pad():
 
 @transpose.register
 def _transpose_through_reduce():
-    reduce_key, inverse, new_axis = var("reduce_key", String), var("inverse", Vec[i64]), var("new_axis", i64)
+    reduce_key, new_axis = var("reduce_key", String), var("new_axis", i64)
     # transpose(reduce(x, axis), p) == reduce(transpose(x, p), j)  where p[j] == axis (the kept unit dim moves with p)
     yield law(
         "transpose-through-reduce",
         Tensor.reduce(reduce_key, x, axis).transpose(p),
         Tensor.reduce(reduce_key, x.transpose(p), new_axis),
-        eq(inverse).to(inverse_perm(p, p.length())),
-        eq(new_axis).to(inverse[axis]),
+        index_below(p.length(), new_axis),
+        eq(p[new_axis]).to(axis),
     )
 
 
@@ -208,15 +209,15 @@ def _transpose_and_slice():
 
 @transpose.register
 def _transpose_through_concat():
-    inputs, inverse, new_axis = var("inputs", Vec[Tensor]), var("inverse", Vec[i64]), var("new_axis", i64)
+    inputs, new_axis = var("inputs", Vec[Tensor]), var("new_axis", i64)
     # transpose(concat([a_i], axis), p) == concat([transpose(a_i, p)], j)  where p[j] == axis, for 2..MAX_CONCAT_ARITY inputs
     yield law(
         "transpose-through-concat",
         Tensor.concat(parts, axis).transpose(p),
         Tensor.concat(inputs, new_axis),
         eq(inputs).to(transposed_inputs(parts, p, parts.length())),
-        eq(inverse).to(inverse_perm(p, p.length())),
-        eq(new_axis).to(inverse[axis]),
+        index_below(p.length(), new_axis),
+        eq(p[new_axis]).to(axis),
     )
     sources, source_axis = var("sources", Vec[Tensor]), var("source_axis", i64)
     # concat([transpose(a_i, p)], axis) == transpose(concat([a_i], p[axis]), p)
