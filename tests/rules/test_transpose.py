@@ -14,7 +14,7 @@ from eqsat.ir import Term
 from eqsat.rules import enode_count
 from eqsat.rules.transpose import transpose
 from tests.graphs import GraphBuilder
-from tests.rules.harness import Saturated, saturated_stress_graph
+from tests.rules.harness import Saturated, law_fires_in, saturated_stress_graph
 
 aten = torch.ops.aten
 permute = aten.permute_copy.default
@@ -249,7 +249,9 @@ def transpose_chains(draw):
     return g.output(value)
 
 
-@settings(max_examples=25, deadline=None)
+# measured: the rarest of these laws fires in 11 of 25 cases; the share stated is 0.2 less, at least one case
+@law_fires_in(0.24, "transpose-compose", "transpose-identity", "transpose-through-binary")
+@settings(max_examples=25, deadline=None, derandomize=True)
 @given(transpose_chains())
 def test_transpose_laws_are_sound(graph_module):
     Saturated(graph_module, transpose).assert_every_extraction_agrees()
@@ -280,7 +282,9 @@ def test_transpose_through_reduce_does_not_fire_on_a_reduction_that_drops_the_di
     assert not any(name.startswith("transpose-through-reduce") for name in s.result.rule_matches)
 
 
-@settings(max_examples=15, deadline=None)
+# measured: the law fires in 15 of 15 cases; the share stated is 0.2 less, at least one case
+@law_fires_in(0.8, "transpose-through-reduce")
+@settings(max_examples=15, deadline=None, derandomize=True)
 @given(data=st.data(), shape=st.lists(st.integers(1, 4), min_size=1, max_size=4).map(tuple))
 def test_transpose_through_reduce_is_sound(data, shape):
     g = GraphBuilder()
@@ -398,7 +402,9 @@ def test_transpose_through_table_does_not_fire_when_the_table_would_read_batched
     assert "Table" not in [term.op for term in s.terms_of(back)]
 
 
-@settings(max_examples=20, deadline=None)
+# measured: the rarest of these laws fires in 13 of 20 cases; the share stated is 0.2 less, at least one case
+@law_fires_in(0.45, "transpose-through-pad", "transpose-through-table")
+@settings(max_examples=20, deadline=None, derandomize=True)
 @given(data=st.data(), shape=st.lists(st.integers(1, 3), min_size=1, max_size=4).map(tuple))
 def test_transpose_through_pad_and_table_is_sound(data, shape):
     """transpose(pad(x)) and transpose(table(x)), and chains of them, on random shapes, paddings and permutations (TOSA reference)."""
@@ -419,7 +425,9 @@ def test_transpose_through_pad_and_table_is_sound(data, shape):
         tosa_reference.assert_every_extraction_agrees(s)
 
 
-@settings(max_examples=10, deadline=None)
+# measured: the law fires in 10 of 10 cases; the share stated is 0.2 less, at least one case
+@law_fires_in(0.8, "transpose-through-pad")
+@settings(max_examples=10, deadline=None, derandomize=True)
 @given(data=st.data(), shape=st.lists(st.integers(1, 3), min_size=1, max_size=4).map(tuple))
 def test_transpose_through_aten_constant_pad_nd_is_sound(data, shape):
     """The aten form (pairs from the last dim backwards, possibly fewer than rank) reads and writes back as the same Pad."""
