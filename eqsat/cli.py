@@ -62,10 +62,14 @@ def _fuzz(arguments: argparse.Namespace) -> int:
     from eqsat import fuzz
 
     started = time.monotonic()
+    failing_reported = 0  # the first failing batch is announced at once: the failure itself prints after shrinking
 
-    def progress(graphs: int) -> None:
-        if graphs % 500 < fuzz.BATCH:
-            print(f"eqsat fuzz: {graphs} graphs checked, {time.monotonic() - started:.0f} s", flush=True)
+    def progress(run: fuzz.FuzzRun) -> None:
+        nonlocal failing_reported
+        if run.graphs % 500 < fuzz.BATCH or (failing_reported == 0 and run.failing_batches > 0):
+            failing = f", {run.failing_batches} failing batch(es): shrinking" if run.failing_batches else ""
+            print(f"eqsat fuzz: {run.graphs} graphs checked{failing}, {time.monotonic() - started:.0f} s", flush=True)
+            failing_reported = run.failing_batches
 
     result = fuzz.run(arguments.n, arguments.seed, tuple(arguments.target or fuzz.TARGETS), progress=progress)
     for failure in result.failures:

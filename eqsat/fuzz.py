@@ -504,6 +504,8 @@ def graph_specs(draw, max_steps: int = MAX_STEPS, zero_size: bool = False) -> Gr
         kind = draw(st.sampled_from(sorted(STEP_KINDS)))
         operand = draw(st.integers(0, len(g.values) - 1))
         STEP_KINDS[kind](draw, g, operand)
+    if not g.steps:  # every step drawn was a slice of a zero-size value, which adds none
+        _step_transpose(draw, g, 0)
     results = [value_id for _, value_id in g.steps]
     extra = draw(st.lists(st.sampled_from(results), max_size=2, unique=True))
     return g.spec([results[-1], *extra])
@@ -623,9 +625,11 @@ def batches(size: int = BATCH, zero_size: bool = False) -> st.SearchStrategy[lis
 
 @dataclass
 class FuzzRun:
-    """What `run` did: graphs checked (shrinking included) and the minimized failures."""
+    """What `run` did: graphs checked (shrinking included), batches that failed (before and while
+    shrinking), and the minimized failures (known once the run ends)."""
 
     graphs: int = 0
+    failing_batches: int = 0
     failures: list[str] = field(default_factory=list)
 
 
@@ -634,11 +638,11 @@ def run(
     seed_value: int = 0,
     targets: tuple[str, ...] = TARGETS,
     batch: int = BATCH,
-    progress: Callable[[int], None] | None = None,
+    progress: Callable[[FuzzRun], None] | None = None,
 ) -> FuzzRun:
     """Check about n random graphs (zero-size ones included), `batch` per optimizer run, each batch for one of
     targets; each distinct failure comes back shrunk to a minimal reproducer. progress is called with the
-    number of graphs checked so far after every batch."""
+    run so far after every batch, passing or failing."""
     result = FuzzRun()
 
     @settings(
@@ -653,9 +657,14 @@ def run(
     @given(st.sampled_from(targets), batches(batch, zero_size=True))
     def check_batch(target: str, specs: list[GraphSpec]) -> None:
         result.graphs += len(specs)
-        assert_optimizes_exactly(specs, target)
-        if progress is not None:
-            progress(result.graphs)
+        try:
+            assert_optimizes_exactly(specs, target)
+        except FuzzFailure:
+            result.failing_batches += 1
+            raise
+        finally:
+            if progress is not None:
+                progress(result)
 
     try:
         check_batch()

@@ -161,3 +161,23 @@ def test_an_optimized_graph_that_does_not_run_is_a_failure(monkeypatch):
     monkeypatch.setattr(fuzz.pipeline, "optimize", _unrunnable_optimizer)
     problem = fuzz.check(RELU_CONCAT)
     assert problem.startswith("the optimized graph does not run: NotImplementedError: no exact semantics for tosa.CAST")
+
+
+def test_a_zero_size_spec_whose_slices_all_add_nothing_still_has_a_step():
+    """A slice of a zero-size value adds no step (TOSA SLICE REQUIREs start < dim); the spec still gets one."""
+
+    @settings(max_examples=1, database=None, deadline=None)
+    @given(fuzz.graph_specs(max_steps=1, zero_size=True))
+    def only_slices(spec):
+        assert spec.steps and spec.has_zero_size()
+
+    real_kinds = dict(fuzz.STEP_KINDS)
+    fuzz.STEP_KINDS.clear()
+    fuzz.STEP_KINDS["slice"] = real_kinds["slice"]
+    try:
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(fuzz, "ZERO_SIZE_SHARE", 1)
+            only_slices()
+    finally:
+        fuzz.STEP_KINDS.clear()
+        fuzz.STEP_KINDS.update(real_kinds)

@@ -21,7 +21,7 @@ from eqsat.ir import Term
 from eqsat.rules import enode_count
 from eqsat.rules.concat_slice import concat_slice
 from tests.graphs import GraphBuilder
-from tests.rules.harness import Saturated, saturated_stress_graph
+from tests.rules.harness import Saturated, law_fires_in, saturated_stress_graph
 
 aten = torch.ops.aten
 cat, slice_copy = aten.cat.default, aten.slice_copy.Tensor
@@ -449,13 +449,17 @@ def concat_slice_chains(draw):
     return g.output(*outputs)
 
 
-@settings(max_examples=30, deadline=None)
+# measured: the rarest of these laws fires in 12 of 30 cases; the share stated is 0.2 less, at least one case
+@law_fires_in(0.2, "slice-of-concat-inside", "slice-of-concat-exact", "slice-of-concat-spanning")
+@settings(max_examples=30, deadline=None, derandomize=True)
 @given(slices_of_concats())
 def test_slice_of_concat_laws_are_sound(graph_module):
     Saturated(graph_module, concat_slice).assert_every_extraction_agrees()
 
 
-@settings(max_examples=40, deadline=None)
+# measured: the rarest of these laws fires in 9 of 40 cases; the share stated is 0.2 less, at least one case
+@law_fires_in(0.03, "concat-flatten", "slice-of-concat-exact", "slice-of-concat-inside", "slice-of-concat-spanning", "concat-of-adjacent-slices")
+@settings(max_examples=40, deadline=None, derandomize=True)
 @given(concat_slice_chains())
 def test_concat_slice_laws_are_sound(graph_module):
     Saturated(graph_module, concat_slice).assert_every_extraction_agrees()

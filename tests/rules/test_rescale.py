@@ -16,11 +16,11 @@ from eqsat.rules import enode_count
 from eqsat.rules.rescale import rescale
 from tests.graphs import GraphBuilder
 from tests.rules import tosa_reference
-from tests.rules.harness import Saturated, saturated_stress_graph
+from tests.rules.harness import Saturated, law_fires_in, saturated_stress_graph
 
 TOSA = exir_ops.backend.tosa
 RESCALE, TRANSPOSE, CONCAT = TOSA.RESCALE.default, TOSA.TRANSPOSE.default, TOSA.CONCAT.default
-SOUNDNESS = settings(max_examples=5, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+SOUNDNESS = settings(max_examples=5, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
 
 
 @pytest.fixture(autouse=True)
@@ -89,6 +89,8 @@ narrow = st.sampled_from([torch.int8, torch.int16])
 zero_points = st.integers(-128, 127)
 
 
+# measured: the law fires in 1 of 5 cases; the share stated is 0.2 less, at least one case
+@law_fires_in(0.2, "rescale-identity")
 @SOUNDNESS
 @given(shape=shapes, dtype=narrow, zp=zero_points, other_zp=zero_points, scale=st.sampled_from([1.0, 0.5, 2.0, 1.0 + 2**-25]))
 def test_rescale_identity_is_sound(shape, dtype, zp, other_zp, scale):
@@ -134,6 +136,8 @@ def test_rescale_rescale_exact_does_not_fire(reason, first_scale, second_scale):
     assert not any(t.op == "Rescale" and t.args == (s.class_of(x),) for t in s.terms_of(out))
 
 
+# measured: the law fires in 3 of 5 cases; the share stated is 0.2 less, at least one case
+@law_fires_in(0.4, "rescale-rescale-exact")
 @SOUNDNESS
 @given(
     shape=shapes,
@@ -287,6 +291,8 @@ def box_of(draw, shape):
     return start, [draw(st.integers(1, d - b)) for d, b in zip(shape, start)]
 
 
+# measured: the rarest of these laws fires in 2 of 5 cases; the share stated is 0.2 less, at least one case
+@law_fires_in(0.2, "transpose-through-rescale", "slice-through-rescale", "reshape-through-rescale", "concat-of-rescales", "reshape-through-per-channel-rescale", "slice-of-channels-through-per-channel-rescale")
 @SOUNDNESS
 @given(data=st.data(), shape=st.lists(st.integers(1, 4), min_size=2, max_size=4).map(tuple))
 def test_data_movement_through_rescale_is_sound(data, shape):
@@ -346,6 +352,8 @@ def test_per_channel_rescale_identity_does_not_fire(reason, scales, in_zp, out_z
     assert s.class_of(r) != s.class_of(x)
 
 
+# measured: the law fires in 2 of 5 cases; the share stated is 0.2 less, at least one case
+@law_fires_in(0.2, "per-channel-rescale-identity")
 @SOUNDNESS
 @given(data=st.data(), shape=st.lists(st.integers(1, 4), min_size=1, max_size=3).map(tuple), zp=zero_points, other_zp=zero_points)
 def test_per_channel_rescale_identity_is_sound(data, shape, zp, other_zp):
@@ -397,6 +405,8 @@ def test_rescale_per_channel_rescale_exact_does_not_fire(reason, first_scale, se
     assert not any(t.op == "Rescale" and t.args == (s.class_of(x),) for t in s.terms_of(out))
 
 
+# measured: the law fires in 4 of 5 cases; the share stated is 0.2 less, at least one case
+@law_fires_in(0.6, "rescale-per-channel-rescale-exact")
 @SOUNDNESS
 @given(
     data=st.data(),
@@ -450,6 +460,8 @@ def test_slice_of_channels_through_per_channel_rescale_does_not_fire_when_every_
     assert s.fired("slice-through-per-channel-rescale") == 1
 
 
+# measured: the law fires in 5 of 5 cases; the share stated is 0.2 less, at least one case
+@law_fires_in(0.8, "slice-of-channels-through-per-channel-rescale")
 @SOUNDNESS
 @given(data=st.data(), shape=st.lists(st.integers(1, 4), min_size=1, max_size=3).map(tuple))
 def test_slice_of_channels_through_per_channel_rescale_is_sound(data, shape):

@@ -16,7 +16,7 @@ from eqsat.rules.slice_pushdown import slice_pushdown
 from eqsat.rules.transpose import transpose
 from eqsat.rules.transpose_rank import transpose_rank
 from tests.graphs import GraphBuilder
-from tests.rules.harness import BUDGET, Saturated
+from tests.rules.harness import BUDGET, Saturated, law_fires_in
 
 aten = torch.ops.aten
 view, permute, neg = aten.view_copy.default, aten.permute_copy.default, aten.neg.default
@@ -196,13 +196,17 @@ def data_movement_graphs(draw, steps: tuple[str, ...], slice_after_each: bool = 
     return g.output(value)
 
 
-@settings(max_examples=20, deadline=None)
+# measured: the rarest of these laws fires in 3 of 20 cases; the share stated is 0.2 less, at least one case
+@law_fires_in(0.05, "reshape-reshape", "reshape-identity")
+@settings(max_examples=20, deadline=None, derandomize=True)
 @given(data_movement_graphs(("view", "view", "permute", "unary", "binary", "slice")))
 def test_reshape_laws_are_sound(graph_module):
     Saturated(graph_module, reshape).assert_every_extraction_agrees()
 
 
-@settings(max_examples=10, deadline=None)
+# measured: the rarest of these laws fires in 4 of 10 cases; the share stated is 0.2 less, at least one case
+@law_fires_in(0.2, "reshape-reshape", "reshape-identity", "transpose-compose")
+@settings(max_examples=10, deadline=None, derandomize=True)
 @given(data_movement_graphs(("view", "permute", "unary", "binary", "cat", "slice")))
 def test_reshape_laws_are_sound_with_the_transpose_laws(graph_module):
     Saturated(graph_module, reshape, transpose).assert_every_extraction_agrees()
@@ -272,7 +276,9 @@ def test_reshape_through_table_does_not_fire_when_the_table_would_read_batched_m
     assert not terms(s, s.class_of(out), "Table")
 
 
-@settings(max_examples=15, deadline=None)
+# measured: the law fires in 15 of 15 cases; the share stated is 0.2 less, at least one case
+@law_fires_in(0.8, "reshape-through-table")
+@settings(max_examples=15, deadline=None, derandomize=True)
 @given(data=st.data(), shape=st.lists(st.integers(1, 4), min_size=1, max_size=4).map(tuple))
 def test_reshape_through_table_is_sound(data, shape):
     from executorch.backends.arm.tosa.specification import TosaLoweringContext, TosaSpecification
