@@ -18,7 +18,7 @@ from eqsat.graph_builder import GraphBuilder
 
 TOSA = exir_ops.backend.tosa
 
-KINDS = ("rescale", "transpose", "table", "slice", "adjacent-slice", "nested-concat")
+KINDS = ("rescale", "transpose", "table", "slice", "adjacent-slice", "nested-concat", "reduce")
 
 
 def arity_groups(count: int, low: int = 2, high: int = 16) -> list[range]:
@@ -40,7 +40,8 @@ def same_parameter_graph(kind: str, count: int, low: int = 2, high: int = 16) ->
     - slice: `count` slices of one tensor, each group concatenated in reverse order (a circular shift does so),
       so adjacent slices never meet in order;
     - adjacent-slice: the same slices, each group concatenated in order (a run of adjacent slices);
-    - nested-concat: `count` concats of two inputs each, the groups of them concatenated along the same axis.
+    - nested-concat: `count` concats of two inputs each, the groups of them concatenated along the same axis;
+    - reduce: REDUCE_MAX(x_i, innermost axis), concats along axis 1.
     """
     g = GraphBuilder()
     groups = arity_groups(count, low, high)
@@ -64,6 +65,9 @@ def same_parameter_graph(kind: str, count: int, low: int = 2, high: int = 16) ->
         outputs = [g.call(TOSA.CONCAT.default, [terms[i] for i in order(group)], axis=1) for group in groups]
     elif kind == "nested-concat":
         terms = [g.call(TOSA.CONCAT.default, [g.input(f"a{i}", (1, 4)), g.input(f"b{i}", (1, 4))], axis=1) for i in range(count)]
+        outputs = [g.call(TOSA.CONCAT.default, [terms[i] for i in group], axis=1) for group in groups]
+    elif kind == "reduce":
+        terms = [g.call(TOSA.REDUCE_MAX.default, g.input(f"x{i}", (1, 4, 8)), axis=2) for i in range(count)]
         outputs = [g.call(TOSA.CONCAT.default, [terms[i] for i in group], axis=1) for group in groups]
     else:
         raise ValueError(f"unknown kind {kind!r}; known: {KINDS}")
