@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 from egglog import EGraph, Ruleset
 
-from eqsat.rules import _program, analysis, concat_slice, reduce, rescale, reshape, slice_pushdown, transpose
+from eqsat.rules import _program, analysis, concat_slice, reduce, rescale, reshape, reshape_concat, slice_pushdown, transpose
 
 ANALYSIS: Ruleset = analysis.analysis
 """Shape and dtype facts for terms the rewrites create."""
@@ -26,6 +26,7 @@ RULESETS: dict[str, Ruleset] = {
     "slice-pushdown": slice_pushdown.slice_pushdown,
     "rescale": rescale.rescale,
     "reduce": reduce.reduce,
+    "reshape-concat": reshape_concat.reshape_concat,
 }
 """The rewrite rulesets by name, one per algebra, in the order they run."""
 
