@@ -37,7 +37,7 @@ def transposed_reductions(s: Saturated, node) -> list:
     return [inner for term in outer for inner in s.view.candidates[term.args[0]] if inner.op == "Reduce"]
 
 
-@pytest.mark.parametrize("reduction", sorted(REDUCTIONS))
+@pytest.mark.parametrize("reduction", ["aten-amax", "aten-amin"])
 def test_reduce_innermost_fires_with_the_axis_moved_out_by_one(reduction):
     g = GraphBuilder()
     x = g.input("x", (2, 3, 4))
@@ -60,6 +60,22 @@ def test_reduce_innermost_fires_on_a_tosa_reduce_max_and_writes_back_the_new_axi
         written = [s.random_extraction(seed) for seed in range(12)]
     axes = {n.kwargs["axis"] for gm in written for n in gm.graph.nodes if n.target == tosa.REDUCE_MAX.default}
     assert axes == {2, 3}
+
+
+def test_reduce_innermost_does_not_fire_on_a_sum():
+    """Vela runs an innermost sum well; its transposed form has nothing to win (eqsat/rules/reduce.py)."""
+    g = GraphBuilder()
+    reduced = REDUCTIONS["aten-sum"](g, g.input("x", (2, 3, 4)), 2)
+    s = Saturated(g.output(reduced), reduce)
+    assert s.fired(LAW) == 0
+
+
+def test_reduce_innermost_does_not_fire_on_a_tosa_reduce_sum():
+    with TosaLoweringContext(TosaSpecification.create_from_string("TOSA-1.0+INT")):
+        g = GraphBuilder()
+        reduced = g.call(tosa.REDUCE_SUM.default, g.input("x", (1, 6, 5, 4), torch.int32), axis=3)
+        s = Saturated(g.output(reduced), reduce)
+    assert s.fired(LAW) == 0
 
 
 def test_reduce_innermost_does_not_fire_on_an_outer_axis():
@@ -127,15 +143,15 @@ def extraction_of_the_transposed_form(s: Saturated, innermost: int):
 @settings(max_examples=20, deadline=None)
 @given(data=st.data(), shape=st.lists(st.integers(1, 5), min_size=2, max_size=5).map(tuple), dtype=st.sampled_from([torch.int8, torch.int16, torch.int32]))
 def test_reduce_innermost_is_sound(data, shape, dtype):
-    """Over int8/int16 full range (int32: the accumulator range of eqsat.soundness); with the dims the guard
-    needs, the law fired and the extraction that takes the transposed form agrees too."""
+    """Over int8/int16 full range (int32: the accumulator range of eqsat.soundness); for a max or min with the
+    dims the guard needs, the law fired and the extraction that takes the transposed form agrees too."""
     g = GraphBuilder()
     x = g.call(aten.view_copy.default, g.input("x", shape, dtype), list(shape))  # an ATen view: new nodes are written as ATen
     reduction = data.draw(st.sampled_from(sorted(REDUCTIONS)))
     innermost = len(shape) - 1
     reduced = REDUCTIONS[reduction](g, x, innermost)
     s = Saturated(g.output(g.call(aten.sub.Tensor, x, reduced)), reduce, transpose, reshape)
-    if shape[-1] > 1 and shape[-2] > 1:
+    if shape[-1] > 1 and shape[-2] > 1 and reduction != "aten-sum":
         assert s.fired(LAW) >= 1
         transposed = extraction_of_the_transposed_form(s, innermost)
         (written,) = [node for node in transposed.graph.nodes if node.target == reduced.target]
