@@ -18,7 +18,7 @@ from eqsat.graph_builder import GraphBuilder
 
 TOSA = exir_ops.backend.tosa
 
-KINDS = ("rescale", "transpose", "table", "slice", "adjacent-slice", "nested-concat")
+KINDS = ("rescale", "transpose", "table", "slice", "adjacent-slice", "nested-concat", "reduce", "reshaped-concat")
 
 
 def arity_groups(count: int, low: int = 2, high: int = 16) -> list[range]:
@@ -40,7 +40,9 @@ def same_parameter_graph(kind: str, count: int, low: int = 2, high: int = 16) ->
     - slice: `count` slices of one tensor, each group concatenated in reverse order (a circular shift does so),
       so adjacent slices never meet in order;
     - adjacent-slice: the same slices, each group concatenated in order (a run of adjacent slices);
-    - nested-concat: `count` concats of two inputs each, the groups of them concatenated along the same axis.
+    - nested-concat: `count` concats of two inputs each, the groups of them concatenated along the same axis;
+    - reduce: REDUCE_MAX(x_i, innermost axis), concats along axis 1;
+    - reshaped-concat: RESHAPE(x_i, (1, 4, 3)) of (1, 1, 4, 3) inputs, concats along the last axis, each reshaped back to 4-D.
     """
     g = GraphBuilder()
     groups = arity_groups(count, low, high)
@@ -65,6 +67,14 @@ def same_parameter_graph(kind: str, count: int, low: int = 2, high: int = 16) ->
     elif kind == "nested-concat":
         terms = [g.call(TOSA.CONCAT.default, [g.input(f"a{i}", (1, 4)), g.input(f"b{i}", (1, 4))], axis=1) for i in range(count)]
         outputs = [g.call(TOSA.CONCAT.default, [terms[i] for i in group], axis=1) for group in groups]
+    elif kind == "reduce":
+        terms = [g.call(TOSA.REDUCE_MAX.default, g.input(f"x{i}", (1, 4, 8)), axis=2) for i in range(count)]
+        outputs = [g.call(TOSA.CONCAT.default, [terms[i] for i in group], axis=1) for group in groups]
+    elif kind == "reshaped-concat":
+        terms = [g.call(TOSA.RESHAPE.default, g.input(f"x{i}", (1, 1, 4, 3)), g.const_shape((1, 4, 3))) for i in range(count)]
+        for group in groups:
+            joined = g.call(TOSA.CONCAT.default, [terms[i] for i in group], axis=2)
+            outputs.append(g.call(TOSA.RESHAPE.default, joined, g.const_shape((1, 1, 4, 3 * len(group)))))
     else:
         raise ValueError(f"unknown kind {kind!r}; known: {KINDS}")
     return g.output(*outputs)

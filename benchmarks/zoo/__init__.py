@@ -12,9 +12,11 @@ import torch
 from benchmarks.zoo.attention_permute import build_attention_permute
 from benchmarks.zoo.bandwise_mlp import build_bandwise_mlp
 from benchmarks.zoo.conformer_block import build_conformer_block
+from benchmarks.zoo.dense_conv1d import build_dense_conv1d
 from benchmarks.zoo.ds_cnn_kws import build_ds_cnn_kws
 from benchmarks.zoo.emg_conv1d_stem import build_emg_conv1d_stem
 from benchmarks.zoo.emg_fusion import build_emg_fusion
+from benchmarks.zoo.emg_global_pool import build_emg_global_pool
 from benchmarks.zoo.emg_gru_gesture import build_emg_gru_gesture
 from benchmarks.zoo.emg_recurrent_decoder import build_emg_recurrent_decoder
 from benchmarks.zoo.fc_autoencoder import build_fc_autoencoder
@@ -88,6 +90,18 @@ _SPECS = (
         "emg",
         "Per-band MLPs over 16 electrode bands, circular band shift as slice + cat, layer norm",
         build_bandwise_mlp,
+    ),
+    ModelSpec(
+        "emg-global-pool",
+        "emg",
+        "Conv1d sEMG encoder, global max and average pooling over time with amax/mean (innermost reductions)",
+        build_emg_global_pool,
+    ),
+    ModelSpec(
+        "dense-conv1d",
+        "emg",
+        "DenseNet-style conv1d block: each conv1d reads the concat of all earlier feature maps, 1x1 transition",
+        build_dense_conv1d,
     ),
     ModelSpec(
         "ds-cnn-kws",

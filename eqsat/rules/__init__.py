@@ -18,7 +18,18 @@ from typing import Iterator
 from egglog import EGraph, Ruleset
 
 from eqsat import terms
-from eqsat.rules import _program, analysis, concat_slice, rescale, reshape, slice_pushdown, transpose, transpose_rank
+from eqsat.rules import (
+    _program,
+    analysis,
+    concat_slice,
+    reduce,
+    rescale,
+    reshape,
+    reshape_concat,
+    slice_pushdown,
+    transpose,
+    transpose_rank,
+)
 
 ANALYSIS: Ruleset = analysis.analysis
 """Shape and dtype facts for terms the rewrites create."""
@@ -30,6 +41,8 @@ RULESETS: dict[str, Ruleset] = {
     "transpose-rank": transpose_rank.transpose_rank,
     "slice-pushdown": slice_pushdown.slice_pushdown,
     "rescale": rescale.rescale,
+    "reduce": reduce.reduce,
+    "reshape-concat": reshape_concat.reshape_concat,
 }
 """The rewrite rulesets by name, one per algebra, in the order they run."""
 

@@ -1,0 +1,63 @@
+"""Reduction algebra: a max or min over the innermost axis gets a transposed equivalent.
+
+Vela runs REDUCE_MAX over the innermost axis as a pool over a tensor of one
+channel, element by element: on a (1, 64, 32) int8 tensor 8761 cycles on
+Ethos-U55-128 and 10396 on Ethos-U85-256, against 1456 and 734 when the same
+reduction runs over the next axis out after a transpose. So the law below puts
+a transposed form of every innermost max or min in the e-graph, and the cost
+model decides, per target, whether the transpose pays for itself.
+
+REDUCE_SUM is left out: Vela runs an innermost sum well (Ethos-U55 as a
+CONV2D, 520 cycles on the same tensor; Ethos-U85 220), so its transposed
+form has nothing to win, and on tds-conv1d (Ethos-U55) the transposes it let
+into layer norm's rescales and elementwise ops cost +8% that the cost model
+did not see (it prices elementwise ops by element count, not layout).
+
+The transpose back reads a tensor whose last-but-one dim is the kept unit dim,
+so `transpose-unit-dims-is-reshape` turns it into a reshape; the transpose in
+front moves with the transpose laws to wherever it is cheapest.
+
+Bounds: the law adds one transposed form per reduction over the innermost
+axis; its right-hand side reduces the axis before, so it never matches its
+own output, and `transpose-through-reduce` with `transpose-compose` only
+union the transposed form back into the class it came from (the law may match
+such a term before it merges, and adds nothing new). Each match joins one
+reduction with its operand's shape: no self-join.
+"""
+
+from __future__ import annotations
+
+from egglog import Fact, String, StringLike, Vec, eq, i64, ruleset, var
+
+from eqsat.rules._law import law
+from eqsat.terms import Tensor, shape
+
+x = var("x", Tensor)
+key = var("key", String)
+axis = var("axis", i64)
+dims, swap = var("dims", Vec[i64]), var("swap", Vec[i64])
+
+reduce = ruleset(name="reduce")
+
+
+def is_not_a_sum(reduce_key: StringLike) -> list[Fact]:
+    """The reduction keyed reduce_key is a max or a min, not a sum (TOSA REDUCE_SUM, aten sum): its key names neither."""
+    return [eq(reduce_key.replace("REDUCE_SUM", "")).to(reduce_key), eq(reduce_key.replace("aten.sum", "")).to(reduce_key)]
+
+
+@reduce.register
+def _innermost_reduction():
+    # reduce(x, r-1) == transpose(reduce(transpose(x, s), r-2), s)  where s swaps the last two dims (s == s⁻¹, s[r-2] == r-1);
+    #   for a max or min, only when x's last two dims are both longer than 1 (else one of the two forms reduces a unit dim)
+    yield law(
+        "reduce-innermost-through-transpose",
+        Tensor.reduce(key, x, axis),
+        Tensor.reduce(key, x.transpose(swap), axis - 1).transpose(swap),
+        *is_not_a_sum(key),
+        eq(dims).to(shape(x)),
+        eq(axis + 1).to(dims.length()),
+        i64(1) <= axis,
+        i64(1) < dims[axis],
+        i64(1) < dims[axis - 1],
+        eq(swap).to(dims.length().range().set(axis, axis - 1).set(axis - 1, axis)),
+    )
