@@ -484,6 +484,49 @@ def transposed_inputs(parts: Vec[Tensor], perm: Vec[i64], count: i64Like) -> Vec
     """
 
 
+@function(egg_fn="reshaped_inputs", merge=lambda old, new: old)
+def reshaped_inputs(parts: Vec[Tensor], axis: i64Like, new_shape: Vec[i64], new_axis: i64Like, count: i64Like) -> Vec[Tensor]:
+    """[reshape(parts[0], s0), ..., reshape(parts[count - 1], s_count-1)], where s_i is new_shape with dim new_axis
+    set to shape(parts[i])[axis]: the inputs of the concat that reshape-through-concat builds.
+
+    Defined for every reshape(concat(parts, axis), new_shape) of 2..MAX_CONCAT_ARITY inputs that keeps the
+    concat's axis as its dim new_axis, with as many elements before it (the law's condition), one input per
+    step, so that the law is one rule for every arity.
+    """
+
+
+@analysis.register
+def _reshaped_inputs():
+    new_axis, before, index, extent = var("new_axis", i64), var("before", i64), var("index", i64), var("extent", i64)
+    item, built = var("item", Tensor), var("built", Vec[Tensor])
+    # reshaped_inputs(parts, axis, s, j, 0) == []  for every reshape(concat(parts, axis), s) of 2..MAX_CONCAT_ARITY
+    #   inputs with prod(s[:j]) == prod(shape[:axis]) and s[j] == shape[axis]
+    yield rule(
+        eq(t).to(Tensor.concat(parts, axis).reshape(new_shape)),
+        i64(1) < parts.length(),
+        parts.length() <= i64(MAX_CONCAT_ARITY),
+        eq(dims).to(shape(Tensor.concat(parts, axis))),
+        axis < dims.length(),
+        index_below(new_shape.length(), new_axis),
+        eq(before).to(prefix_product(dims, axis)),
+        eq(before).to(prefix_product(new_shape, new_axis)),
+        eq(new_shape[new_axis]).to(dims[axis]),
+        name="reshaped-inputs-first",
+    ).then(set_(reshaped_inputs(parts, axis, new_shape, new_axis, i64(0))).to(Vec[Tensor].empty()))
+    # reshaped_inputs(..., i + 1) == reshaped_inputs(..., i) + [reshape(parts[i], s with dim j = shape(parts[i])[axis])]
+    yield rule(
+        eq(built).to(reshaped_inputs(parts, axis, new_shape, new_axis, index)),
+        index < parts.length(),
+        eq(item).to(Tensor.element(parts, index)),
+        eq(extent).to(shape(item)[axis]),
+        name="reshaped-inputs-next",
+    ).then(
+        set_(reshaped_inputs(parts, axis, new_shape, new_axis, index + 1)).to(
+            built.push(item.reshape(new_shape.set(new_axis, extent)))
+        )
+    )
+
+
 @analysis.register
 def _permutation_lookups():
     index, entry = var("index", i64), var("entry", i64)

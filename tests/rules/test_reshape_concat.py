@@ -21,8 +21,8 @@ view = aten.view_copy.default
 
 
 def fired(s: Saturated) -> int:
-    """Matches of reshape-through-concat, over every arity."""
-    return sum(count for name, count in s.result.rule_matches.items() if name.startswith("reshape-through-concat-"))
+    """Matches of reshape-through-concat."""
+    return sum(count for name, count in s.result.rule_matches.items() if name == "reshape-through-concat")
 
 
 def test_reshape_through_concat_fires_and_the_conv1d_reshapes_cancel():
@@ -67,13 +67,14 @@ def test_reshape_through_concat_does_not_fire_when_the_reshape_merges_the_axis_w
 
 def test_reshape_through_concat_stays_linear_on_hundreds_of_same_shape_reshapes():
     """300 RESHAPEs 4-D -> 3-D of same-shaped inputs feeding 37 concats, each reshaped back to 4-D: the law
-    joins a concat's inputs keyed on it, one match per concat, a few iterations, and at most 8 new rows
-    per concat input (its reshape and its analysis rows)."""
+    reads a concat's inputs from a lookup built one input at a time, one match per concat, a few iterations,
+    and at most 10 new rows per concat input (its reshape, its analysis rows and the lookup's partial lists:
+    measured 8.05)."""
     s, concats, loaded_size = saturated_stress_graph("reshaped-concat", reshape_concat)
     assert s.result.stop_reason == "saturated"
     assert s.result.iterations <= 4
     assert fired(s) == concats
-    assert enode_count(s.loaded.egraph) <= loaded_size + 8 * (300 + concats)
+    assert enode_count(s.loaded.egraph) <= loaded_size + 10 * (300 + concats)
 
 
 def reshaped(dims: list[int], choice: int) -> list[int]:
