@@ -208,11 +208,13 @@ def _build_reduce_sum(b: GraphBuilder, xs: list[fx.Node], axis, scale_in, scale_
 
 
 def lookup_table(seed: int, dtype: torch.dtype = torch.int8) -> torch.Tensor:
-    """The TABLE of a table step, drawn from seed: for int8 a permutation of -128..127, for int16 513 int16 entries."""
+    """The TABLE of a table step, drawn from seed: for int8 a permutation of -128..127, for int16 513 int16
+    entries whose neighbours differ by less than 2^14 (TABLE REQUIREs that the slope between entries fits int16)."""
     generator = torch.Generator().manual_seed(seed)
     if dtype == torch.int8:
         return torch.randperm(256, generator=generator).sub(128).to(torch.int8)
-    return torch.randint(-(2**15), 2**15, (513,), generator=generator, dtype=torch.int16)
+    steps = torch.randint(-(2**14), 2**14, (513,), generator=generator)
+    return steps.cumsum(0).clamp(-(2**15), 2**15 - 1).to(torch.int16)
 
 
 INT16_TABLE_SCALE = 2.0**-7
