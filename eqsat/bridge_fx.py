@@ -10,7 +10,7 @@ or costs.
 Loading is bulk (DESIGN §3): each node becomes one row of a fact table, written
 to a TSV file and read with egglog's `input`; one generated rule per table
 then builds the terms, unions them with the node handles `Node(i)` and deletes
-the row (so the serialized e-graph stays small). Vectors are only ever built
+the row (so the e-graph the extractor reads stays small). Vectors are only ever built
 inside those rules, where egglog builds them cheaply.
 
 Back-translation reuses every original FX node whose term was chosen
