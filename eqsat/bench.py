@@ -379,17 +379,9 @@ def write_results(rows: list[dict], out: Path) -> None:
     plot(rows, out)
 
 
-def main(
-    models: dict[str, str],
-    targets: list[str],
-    out: Path,
-    *,
-    fresh: bool = False,
-    quantization: str = "a8w8",
-    calibration_path: Path | None = None,
-) -> int:
-    """Run, write the results and print the table; 0 when every row exists and is bit-exact."""
-    rows = run(models, targets, out, fresh=fresh, quantization=quantization, calibration_path=calibration_path)
+def main(models: dict[str, str], targets: list[str], out: Path, **settings) -> int:
+    """Run (settings as for `run`), write the results and print the table; 0 when every row exists and is bit-exact."""
+    rows = run(models, targets, out, **settings)
     write_results(rows, out)
     print(markdown_table(rows))
     print(summary(rows))
