@@ -516,8 +516,8 @@ def graph_specs(draw, max_steps: int = MAX_STEPS, zero_size: bool = False) -> Gr
 # ---------------------------------------------------------------- inputs
 
 
-def random_int8_inputs(graph_module: fx.GraphModule, seed: int) -> list[torch.Tensor]:
-    """Uniform tensors over each placeholder's dtype range (int8 for fuzzed graphs)."""
+def random_full_range_inputs(graph_module: fx.GraphModule, seed: int) -> list[torch.Tensor]:
+    """Uniform tensors over the full range of each placeholder's integer dtype (int8 or int16 in fuzzed graphs)."""
     generator = torch.Generator().manual_seed(seed)
     tensors = []
     for node in graph_module.graph.nodes:
@@ -551,7 +551,7 @@ def check(spec: GraphSpec, target: str = "ethos-u55-128", trials: int = 2) -> st
     if report.fallback is not None:
         return f"fallback: {report.fallback}"
     for trial in range(trials):
-        inputs = random_int8_inputs(original, trial)
+        inputs = random_full_range_inputs(original, trial)
         expected = evaluate(original, inputs)
         try:
             actual = evaluate(optimized, inputs)
@@ -562,7 +562,7 @@ def check(spec: GraphSpec, target: str = "ethos-u55-128", trials: int = 2) -> st
         for slot, (want, got) in enumerate(zip(expected, actual)):
             if want.dtype != got.dtype or want.shape != got.shape or not torch.equal(want, got):
                 return (
-                    f"output {slot} differs on random_int8_inputs(seed={trial}); "
+                    f"output {slot} differs on random_full_range_inputs(seed={trial}); "
                     f"rules fired: {report.rules_fired}\noptimized graph:\n{optimized.code}"
                 )
     return None

@@ -66,7 +66,7 @@ def test_a_graph_with_a_zero_size_tensor_must_come_back_refused(monkeypatch):
 def test_merged_specs_compute_what_each_spec_computes():
     other = GraphSpec(inputs=((4,),), steps=(Step("slice", (0,), ((1,), (2,))),), outputs=(1,))
     merged = fuzz.merge([RELU_CONCAT, other])
-    inputs = fuzz.random_int8_inputs(merged.build(), seed=3)
+    inputs = fuzz.random_full_range_inputs(merged.build(), seed=3)
     together = fuzz.evaluate(merged.build(), inputs)
     assert torch.equal(together[0], fuzz.evaluate(RELU_CONCAT.build(), inputs[:2])[0])
     assert torch.equal(together[1], inputs[2][1:3])
@@ -143,7 +143,7 @@ def test_pruning_drops_what_the_outputs_do_not_need():
         inputs=((2, 3), (2, 3)), steps=(Step("concat", (0, 1), (0,)), Step("slice", (2,), ((1, 0), (2, 3)))), outputs=(3,)
     )
     full, small = spec.build(), pruned.build()
-    inputs = fuzz.random_int8_inputs(full, seed=0)
+    inputs = fuzz.random_full_range_inputs(full, seed=0)
     assert torch.equal(fuzz.evaluate(full, inputs)[0], fuzz.evaluate(small, [inputs[0], inputs[2]])[0])
 
 
