@@ -1,0 +1,165 @@
+"""`eqsat optimize` on TOSA flatbuffers the Arm backend dumps for zoo models, on both targets.
+
+The files are dumped once per session (`dump_intermediate_artifacts_to`, through `eqsat.lowering.lower`).
+"""
+
+from __future__ import annotations
+
+import copy
+from collections import Counter
+
+import numpy as np
+import pytest
+
+from benchmarks.zoo import ZOO
+from eqsat import bridge_tosa, cli, lowering, optimize_tosa, validate, vela
+from tosa.DType import DType
+
+MODELS = ["attention-permute", "shufflenet-v2", "small-convnet"]
+TARGETS = ["ethos-u55-128", "ethos-u85-256"]
+IMPROVED = {
+    ("attention-permute", "ethos-u55-128"),
+    ("attention-permute", "ethos-u85-256"),
+    ("shufflenet-v2", "ethos-u55-128"),
+    ("shufflenet-v2", "ethos-u85-256"),
+    ("small-convnet", "ethos-u55-128"),
+}
+"""The files on which eqsat lowered Vela's cycles_total when measured (the others it leaves as they are)."""
+
+
+@pytest.fixture(scope="module")
+def dumped(tmp_path_factory) -> dict[tuple[str, str], bytes]:
+    """The TOSA flatbuffer of each model's one delegate, as the Arm backend dumps it for each target."""
+    files = {}
+    for model in MODELS:
+        module, example_inputs = ZOO[model].build()
+        for target in TARGETS:
+            lowered = lowering.lower(
+                lowering.quantize(module, example_inputs, target), target, workdir=tmp_path_factory.mktemp(f"{model}-{target}")
+            )
+            assert lowered.delegates == 1
+            files[model, target] = lowered.tosa_flatbuffers[0]
+    return files
+
+
+@pytest.fixture(scope="module")
+def optimized(dumped) -> dict[tuple[str, str], optimize_tosa.Optimized]:
+    return {key: optimize_tosa.optimize_file(data, key[1]) for key, data in dumped.items()}
+
+
+CASES = [(model, target) for model in MODELS for target in TARGETS]
+
+
+@pytest.mark.parametrize("model,target", CASES)
+def test_a_dumped_file_comes_out_no_slower_under_vela_and_bit_exact(optimized, model, target):
+    result = optimized[model, target]
+    assert result.bit_exact, result.mismatch
+    assert result.cycles_after == vela.estimate(result.flatbuffer, target).cycles_total
+    if (model, target) in IMPROVED:
+        assert result.kept, result.reason
+        assert result.cycles_after < result.cycles_before
+    else:
+        assert result.cycles_after <= result.cycles_before
+
+
+def _operators_as_written(data: bytes) -> list[tuple]:
+    """Every operator with its attribute and the data of its constant inputs, in a comparable form."""
+    parsed = bridge_tosa.parse(data)
+    rows = []
+    for o in parsed.operators:
+        constants = [
+            parsed.tensors[name].get("Data", np.zeros(0, np.uint8)).tobytes()
+            for name in o.inputs
+            if name in parsed.producer and parsed.operators[parsed.producer[name]].op == "CONST"
+        ]
+        fields = {k: v.tobytes() if isinstance(v, np.ndarray) else v for k, v in o.fields.items()}
+        rows.append((o.op, o.attribute, repr(sorted(fields.items())), tuple(constants), repr(o.location)))
+    return rows
+
+
+@pytest.mark.parametrize("model", MODELS)
+def test_a_file_read_and_written_without_rewrites_is_the_same_graph(dumped, model):
+    data = dumped[model, "ethos-u55-128"]
+    graph_module, parsed = bridge_tosa.read(data)
+    written = bridge_tosa.write(graph_module, parsed)
+    assert Counter(_operators_as_written(written)) == Counter(_operators_as_written(data))
+    validate.assert_equivalent(data, written, trials=1)
+    assert vela.estimate(written, "ethos-u55-128").cycles_total == vela.estimate(data, "ethos-u55-128").cycles_total
+
+
+@pytest.mark.parametrize("model,target", sorted(IMPROVED))
+def test_operators_eqsat_does_not_model_pass_through_unchanged(dumped, optimized, model, target):
+    modelled = set(bridge_tosa.DIALECT_READERS) | {"CONST"}
+    before = Counter(row for row in _operators_as_written(dumped[model, target]) if row[0] not in modelled)
+    after = Counter(row for row in _operators_as_written(optimized[model, target].flatbuffer) if row[0] not in modelled)
+    assert before and after == before
+
+
+def _edited(data: bytes, edit) -> bytes:
+    parsed = copy.deepcopy(bridge_tosa.parse(data))
+    edit(parsed)
+    return bridge_tosa.to_bytes(parsed)
+
+
+def _set_version(parsed):
+    parsed.version["_Minor"] = 80
+    parsed.version["_Major"] = 0
+
+
+def _make_float(parsed):
+    name = parsed.inputs[0]
+    parsed.tensors[name]["Type"] = int(DType.FP32)
+
+
+def _add_control_flow(parsed):
+    parsed.operators.append(bridge_tosa.Operator("COND_IF", None, {}, [parsed.inputs[0]], [b"branch"]))
+
+
+@pytest.mark.parametrize(
+    "make,reason",
+    [
+        (lambda data: b"not a flatbuffer at all\n", "not a TOSA flatbuffer"),
+        (lambda data: _edited(data, _set_version), "TOSA 0.80.0: eqsat optimize reads TOSA 1.0"),
+        (lambda data: _edited(data, _make_float), "FP32 tensors: eqsat optimize reads the TOSA INT profile"),
+        (lambda data: _edited(data, _add_control_flow), "control flow (COND_IF)"),
+    ],
+    ids=["not-tosa", "version", "profile", "control-flow"],
+)
+def test_eqsat_optimize_refuses_what_it_cannot_read_in_one_line_with_status_2(dumped, tmp_path, capsys, make, reason):
+    path, out = tmp_path / "in.tosa", tmp_path / "out.tosa"
+    path.write_bytes(make(dumped["small-convnet", "ethos-u55-128"]))
+    assert cli.main(["optimize", str(path), "--target", "ethos-u55-128", "-o", str(out)]) == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1 and reason in lines[0], lines
+    assert not out.exists()
+
+
+def test_eqsat_optimize_prints_cycles_and_writes_the_file(dumped, tmp_path, capsys):
+    path, out = tmp_path / "in.tosa", tmp_path / "out.tosa"
+    path.write_bytes(dumped["attention-permute", "ethos-u85-256"])
+    assert cli.main(["optimize", str(path), "--target", "ethos-u85-256", "-o", str(out)]) == 0
+    printed = capsys.readouterr().out
+    before = vela.estimate(path.read_bytes(), "ethos-u85-256").cycles_total
+    after = vela.estimate(out.read_bytes(), "ethos-u85-256").cycles_total
+    assert f"Vela cycles_total: {before} before, {after} after" in printed
+    assert "bit-exact on 3 seeded random inputs" in printed
+
+
+def test_eqsat_optimize_exits_1_and_writes_nothing_when_the_reference_model_disagrees(dumped, tmp_path, capsys, monkeypatch):
+    write = bridge_tosa.write
+
+    def wrong_output_zero_point(graph_module, parsed):
+        def edit(written):
+            last = written.operators[written.producer[written.outputs[0]]]
+            assert last.op == "RESCALE"
+            zero_point = written.tensors[last.inputs[4]]
+            zero_point["Data"] = (zero_point["Data"].view(np.int8) + np.int8(1)).view(np.uint8)
+
+        return _edited(write(graph_module, parsed), edit)
+
+    monkeypatch.setattr(bridge_tosa, "write", wrong_output_zero_point)
+    path, out = tmp_path / "in.tosa", tmp_path / "out.tosa"
+    path.write_bytes(dumped["attention-permute", "ethos-u85-256"])
+    assert cli.main(["optimize", str(path), "--target", "ethos-u85-256", "-o", str(out)]) == 1
+    assert "MISMATCH under the TOSA reference model" in capsys.readouterr().out
+    assert not out.exists()
