@@ -33,6 +33,7 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.fx.node import map_aggregate
 from tosa.Attribute import Attribute
 from tosa.DType import DType
+from tosa.NanPropagationMode import NanPropagationMode
 from tosa.Op import Op
 from tosa.TosaGraph import TosaGraph
 
@@ -44,6 +45,7 @@ READS_VERSION = (1, 0)
 
 OP_NAMES = {value: name for name, value in vars(Op).items() if not name.startswith("_")}
 ATTRIBUTE_NAMES = {value: name for name, value in vars(Attribute).items() if not name.startswith("_")}
+NAN_MODES = {value: name for name, value in vars(NanPropagationMode).items() if not name.startswith("_")}
 DTYPE_NAMES = {value: name for name, value in vars(DType).items() if not name.startswith("_")}
 
 TORCH_DTYPES = {
@@ -363,7 +365,10 @@ def _read_table(reader: _Reader, o: Operator):
 
 
 def _read_reduce(reader: _Reader, o: Operator):
-    return REDUCTIONS[o.op], (reader.value(o.inputs[0]),), {"axis": int(o.fields.get("Axis", 0))}, [0]
+    kwargs: dict[str, Any] = {"axis": int(o.fields.get("Axis", 0))}
+    if "NanMode" in o.fields:
+        kwargs["nan_mode"] = NAN_MODES[o.fields["NanMode"]]
+    return REDUCTIONS[o.op], (reader.value(o.inputs[0]),), kwargs, [0]
 
 
 def _read_elementwise(reader: _Reader, o: Operator):
@@ -530,7 +535,7 @@ class _Writer:
         write = DIALECT_WRITERS.get(op_name(node.target))
         if write is None:
             raise ValueError(f"cannot write node {node.name} ({op_name(node.target)}) as a TOSA operator")
-        op, attribute, fields, inputs = write(self, node, operands, original)
+        op, attribute, fields, inputs = write(self, node, operands)
         location = original.location if original is not None else None
         self.operators.append(Operator(op, attribute, fields, inputs, [name], location))
         if op == "CONST_SHAPE":
@@ -540,33 +545,33 @@ class _Writer:
             self.output_tensor(node, name, None)
 
 
-def _write_const_shape(w: _Writer, node: fx.Node, operands: list[bytes], original):
+def _write_const_shape(w: _Writer, node: fx.Node, operands: list[bytes]):
     return "CONST_SHAPE", "ConstShapeAttribute", {}, []
 
 
-def _write_transpose(w: _Writer, node: fx.Node, operands: list[bytes], original):
+def _write_transpose(w: _Writer, node: fx.Node, operands: list[bytes]):
     return "TRANSPOSE", "TransposeAttribute", {"Perms": np.array(node.args[1], np.int32)}, operands
 
 
-def _write_reshape(w: _Writer, node: fx.Node, operands: list[bytes], original):
+def _write_reshape(w: _Writer, node: fx.Node, operands: list[bytes]):
     return "RESHAPE", "ReshapeAttribute", {}, operands
 
 
-def _write_slice(w: _Writer, node: fx.Node, operands: list[bytes], original):
+def _write_slice(w: _Writer, node: fx.Node, operands: list[bytes]):
     return "SLICE", "SliceAttribute", {}, operands
 
 
-def _write_concat(w: _Writer, node: fx.Node, operands: list[bytes], original):
+def _write_concat(w: _Writer, node: fx.Node, operands: list[bytes]):
     return "CONCAT", "ConcatAttribute", {"Axis": int(node.kwargs["axis"])}, operands
 
 
-def _write_pad(w: _Writer, node: fx.Node, operands: list[bytes], original):
+def _write_pad(w: _Writer, node: fx.Node, operands: list[bytes]):
     dtype = TOSA_DTYPES[node.args[0].meta["val"].dtype]
     pad_const = w.constant(w.name_of[node] + b"_pad_const", int(dtype), [int(node.kwargs.get("value", 0))])
     return "PAD", "PadAttribute", {}, [*operands, pad_const]
 
 
-def _write_rescale(w: _Writer, node: fx.Node, operands: list[bytes], original):
+def _write_rescale(w: _Writer, node: fx.Node, operands: list[bytes]):
     """As the Arm backend's RESCALE visitor writes it: multipliers and shifts of the float scales (scale32),
     SINGLE_ROUND, zero points as constants of the input and output dtypes."""
     x, out_dtype, scales, in_zp, out_zp = node.args[:5]
@@ -583,11 +588,12 @@ def _write_rescale(w: _Writer, node: fx.Node, operands: list[bytes], original):
     return "RESCALE", "RescaleAttribute", fields, inputs
 
 
-def _write_reduce(w: _Writer, node: fx.Node, operands: list[bytes], original):
+def _write_reduce(w: _Writer, node: fx.Node, operands: list[bytes]):
     op = op_name(node.target).split(".")[1]
     attribute = "Reduce" + "".join(p.capitalize() for p in op.split("_")[1:]) + "Attribute"
-    fields = dict(original.fields) if original is not None and original.op == op else {}
-    fields["Axis"] = int(node.kwargs["axis"])
+    fields: dict[str, Any] = {"Axis": int(node.kwargs["axis"])}
+    if op in ("REDUCE_MAX", "REDUCE_MIN"):
+        fields["NanMode"] = getattr(NanPropagationMode, node.kwargs.get("nan_mode", "PROPAGATE"))
     return op, attribute, fields, operands
 
 

@@ -167,7 +167,7 @@ def parser() -> argparse.ArgumentParser:
         description="Read a TOSA 1.0 flatbuffer (INT profile, as the Arm backend dumps it with "
         "`EthosUCompileSpec(...).dump_intermediate_artifacts_to(DIR)`), optimize it with eqsat's rules and cost model "
         "for TARGET, and write it to OUT. Operators eqsat does not model pass through unchanged. Prints Vela's "
-        "cycles_total before and after; keeps the original graph if Vela estimates it no slower. Checks OUT against "
+        "cycles_total before and after; keeps the original graph unless Vela estimates fewer for the rewrite. Checks OUT against "
         "IN bit for bit with the TOSA reference model on seeded random inputs. Exit status 0 when OUT was written, "
         "1 on a mismatch (OUT is not written), 2 for a file it cannot read (not TOSA, another TOSA version or "
         "profile, control flow).",

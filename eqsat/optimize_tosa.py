@@ -3,7 +3,7 @@ checked bit for bit against the original with the TOSA reference model.
 
 The file goes through `eqsat.bridge_tosa` into the FX graph the pass sees inside a lowering, and through
 `eqsat.pipeline.optimize` (the same rules, cost model, budgets and fallback). The optimized file is kept only
-if Vela estimates no more `cycles_total` for it than for the original (as `verify="vela"` does in a
+if Vela estimates fewer `cycles_total` for it than for the original (as `verify="vela"` decides in a
 lowering); otherwise the original bytes are written unchanged.
 """
 
@@ -60,7 +60,10 @@ def optimize_file(data: bytes, target: str, *, trials: int = 3, seed: int = 0, *
     before = vela.estimate(data, target).cycles_total
     candidate, reason = data, report.fallback or ("no cheaper graph found" if not report.changed else None)
     if report.changed:
-        candidate = bridge_tosa.write(optimized, parsed)
+        try:
+            candidate = bridge_tosa.write(optimized, parsed)
+        except ValueError as error:
+            reason = f"the optimized graph cannot be written as TOSA: {error}"
     after = before
     if candidate is not data:
         try:
@@ -68,8 +71,8 @@ def optimize_file(data: bytes, target: str, *, trials: int = 3, seed: int = 0, *
         except vela.VelaError as error:
             candidate, reason = data, f"Vela rejected the optimized graph: {error}"
         else:
-            if after > before:
-                candidate, after, reason = data, before, f"Vela estimated {after} cycles_total for it, more than {before}"
+            if after >= before:
+                candidate, after, reason = data, before, f"Vela estimated {after} cycles_total for it, not fewer than {before}"
     result = Optimized(
         candidate,
         before,
@@ -84,8 +87,8 @@ def optimize_file(data: bytes, target: str, *, trials: int = 3, seed: int = 0, *
     try:
         with _reference_model_quiet():
             validate.assert_equivalent(data, candidate, trials=trials, seed=seed)
-    except (validate.NotEquivalentError, validate.SignatureMismatchError) as error:
-        result.mismatch = str(error)
+    except (validate.NotEquivalentError, validate.ReferenceModelError, ValueError) as error:
+        result.mismatch = f"{type(error).__name__}: {error}"  # ValueError: the reference model refused a graph
     return result
 
 
