@@ -6,7 +6,7 @@ pipeline: `exir_ops.backend.tosa.*` nodes with FakeTensor `val` meta. The
 ops eqsat models become the dialect nodes their `eqsat.ops` readers read
 (TRANSPOSE, RESHAPE, SLICE, PAD, CONCAT, RESCALE, TABLE, REDUCE_*, ADD, SUB,
 MUL, CLAMP, CAST); every other operator becomes an opaque node
-(`flatbuffer_operator`). So a file goes through the very same loading,
+(`FlatbufferOperator`, named after the op). So a file goes through the very same loading,
 saturation, extraction, budgets and fallback as a lowering (`eqsat.pipeline`).
 
 `write` turns the graph the pass returns back into a flatbuffer. A node that
@@ -71,10 +71,27 @@ class TosaFileError(ValueError):
     """A file this module cannot read: not TOSA, another TOSA version or profile, or control flow."""
 
 
-def flatbuffer_operator(*operands: Any, op: str, index: int) -> Any:
-    """The FX target of an operator eqsat does not model: operator `index` of the file, an `op`. Never run
-    (nodes carry their `val`); it names the operator in the graph and in the opaque term's key."""
-    raise NotImplementedError(f"TOSA {op} #{index} is carried verbatim, not evaluated")
+class FlatbufferOperator:
+    """The FX target of a TOSA operator eqsat does not model, carried verbatim: its name,
+    `flatbuffer.<OP>.operator`, names the operator for the opaque term's key and for the cost model,
+    which prices it as the TOSA op it is (`extract.vela_cost.short_op_name`), as it prices the Arm
+    dialect's `tosa.<OP>.default`. Never run: nodes carry their `val`."""
+
+    def __init__(self, op: str):
+        self.op = op
+        self.__module__ = "flatbuffer"
+        self.__name__ = f"{op}.operator"
+
+    def __call__(self, *operands: Any, **kwargs: Any) -> Any:
+        raise NotImplementedError(f"TOSA {self.op} is carried verbatim, not evaluated")
+
+
+_OPERATOR_TARGETS: dict[str, FlatbufferOperator] = {}
+
+
+def flatbuffer_operator(op: str) -> FlatbufferOperator:
+    """The one FX target of every `op` operator eqsat does not model."""
+    return _OPERATOR_TARGETS.setdefault(op, FlatbufferOperator(op))
 
 
 # ---------------------------------------------------------------- flatbuffer tables as plain data
@@ -294,7 +311,8 @@ class _Reader:
         read = DIALECT_READERS.get(operator.op)
         form = read(self, operator) if read is not None else None
         if form is None:
-            form = (flatbuffer_operator, tuple(self.value(n) for n in operator.inputs), {"op": operator.op, "index": index}, list(range(len(operator.inputs))))
+            operands = tuple(self.value(n) for n in operator.inputs)
+            form = (flatbuffer_operator(operator.op), operands, {"index": index}, list(range(len(operator.inputs))))
         target, args, kwargs, operand_positions = form
         node = self.graph.call_function(target, args, kwargs)
         output = operator.outputs[0]

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import copy
 from collections import Counter
+from dataclasses import dataclass
 
 import numpy as np
 import pytest
@@ -15,6 +16,7 @@ from executorch.backends.arm.tosa.specification import TosaLoweringContext, Tosa
 from tosa.DType import DType
 
 from benchmarks.zoo import ZOO
+import eqsat
 from eqsat import bridge_tosa, cli, lowering, optimize_tosa, validate, vela
 from eqsat.ops import reference
 from eqsat.ops.nodes import TOSA
@@ -32,24 +34,36 @@ IMPROVED = {
 """The files on which eqsat lowered Vela's cycles_total when measured (the others it leaves as they are)."""
 
 
+@dataclass
+class Dumped:
+    flatbuffer: bytes
+    pass_cost: float
+    """What the cost model said the graph costs when eqsat saw it inside the lowering."""
+
+
 @pytest.fixture(scope="module")
-def dumped(tmp_path_factory) -> dict[tuple[str, str], bytes]:
-    """The TOSA flatbuffer of each model's one delegate, as the Arm backend dumps it for each target."""
+def dumped(tmp_path_factory) -> dict[tuple[str, str], Dumped]:
+    """The TOSA flatbuffer of each model's one delegate, as the Arm backend dumps it for each target (with
+    eqsat installed without rules, to hear what the pass saw: it returns the graph unchanged)."""
     files = {}
     for model in MODELS:
         module, example_inputs = ZOO[model].build()
         for target in TARGETS:
-            lowered = lowering.lower(
-                lowering.quantize(module, example_inputs, target), target, workdir=tmp_path_factory.mktemp(f"{model}-{target}")
-            )
-            assert lowered.delegates == 1
-            files[model, target] = lowered.tosa_flatbuffers[0]
+            exported = lowering.quantize(module, example_inputs, target)
+            eqsat.install(target=target, rules=())
+            try:
+                lowered = lowering.lower(exported, target, workdir=tmp_path_factory.mktemp(f"{model}-{target}"))
+                (report,) = eqsat.last_reports()
+            finally:
+                eqsat.uninstall()
+            assert lowered.delegates == 1 and not report.changed
+            files[model, target] = Dumped(lowered.tosa_flatbuffers[0], report.cost_before)
     return files
 
 
 @pytest.fixture(scope="module")
 def optimized(dumped) -> dict[tuple[str, str], optimize_tosa.Optimized]:
-    return {key: optimize_tosa.optimize_file(data, key[1]) for key, data in dumped.items()}
+    return {key: optimize_tosa.optimize_file(file.flatbuffer, key[1]) for key, file in dumped.items()}
 
 
 CASES = [(model, target) for model in MODELS for target in TARGETS]
@@ -65,6 +79,11 @@ def test_a_dumped_file_comes_out_no_slower_under_vela_and_bit_exact(optimized, m
         assert result.cycles_after < result.cycles_before
     else:
         assert result.cycles_after <= result.cycles_before
+
+
+@pytest.mark.parametrize("model,target", CASES)
+def test_the_cost_model_prices_a_file_as_it_priced_the_graph_inside_the_lowering(dumped, optimized, model, target):
+    assert optimized[model, target].report.cost_before == pytest.approx(dumped[model, target].pass_cost, rel=1e-9)
 
 
 def _operators_as_written(data: bytes) -> list[tuple]:
@@ -84,7 +103,7 @@ def _operators_as_written(data: bytes) -> list[tuple]:
 
 @pytest.mark.parametrize("model", MODELS)
 def test_a_file_read_and_written_without_rewrites_is_the_same_graph(dumped, model):
-    data = dumped[model, "ethos-u55-128"]
+    data = dumped[model, "ethos-u55-128"].flatbuffer
     graph_module, parsed = bridge_tosa.read(data)
     written = bridge_tosa.write(graph_module, parsed)
     assert Counter(_operators_as_written(written)) == Counter(_operators_as_written(data))
@@ -95,7 +114,7 @@ def test_a_file_read_and_written_without_rewrites_is_the_same_graph(dumped, mode
 @pytest.mark.parametrize("model,target", sorted(IMPROVED))
 def test_operators_eqsat_does_not_model_pass_through_unchanged(dumped, optimized, model, target):
     modelled = set(bridge_tosa.DIALECT_READERS) | {"CONST"}
-    before = Counter(row for row in _operators_as_written(dumped[model, target]) if row[0] not in modelled)
+    before = Counter(row for row in _operators_as_written(dumped[model, target].flatbuffer) if row[0] not in modelled)
     after = Counter(row for row in _operators_as_written(optimized[model, target].flatbuffer) if row[0] not in modelled)
     assert before and after == before
 
@@ -132,7 +151,7 @@ def _add_control_flow(parsed):
 )
 def test_eqsat_optimize_refuses_what_it_cannot_read_in_one_line_with_status_2(dumped, tmp_path, capsys, make, reason):
     path, out = tmp_path / "in.tosa", tmp_path / "out.tosa"
-    path.write_bytes(make(dumped["small-convnet", "ethos-u55-128"]))
+    path.write_bytes(make(dumped["small-convnet", "ethos-u55-128"].flatbuffer))
     assert cli.main(["optimize", str(path), "--target", "ethos-u55-128", "-o", str(out)]) == 2
     lines = capsys.readouterr().err.strip().splitlines()
     assert len(lines) == 1 and reason in lines[0], lines
@@ -141,7 +160,7 @@ def test_eqsat_optimize_refuses_what_it_cannot_read_in_one_line_with_status_2(du
 
 def test_eqsat_optimize_prints_cycles_and_writes_the_file(dumped, tmp_path, capsys):
     path, out = tmp_path / "in.tosa", tmp_path / "out.tosa"
-    path.write_bytes(dumped["attention-permute", "ethos-u85-256"])
+    path.write_bytes(dumped["attention-permute", "ethos-u85-256"].flatbuffer)
     assert cli.main(["optimize", str(path), "--target", "ethos-u85-256", "-o", str(out)]) == 0
     printed = capsys.readouterr().out
     before = vela.estimate(path.read_bytes(), "ethos-u85-256").cycles_total
@@ -164,7 +183,7 @@ def test_eqsat_optimize_exits_1_and_writes_nothing_when_the_reference_model_disa
 
     monkeypatch.setattr(bridge_tosa, "write", wrong_output_zero_point)
     path, out = tmp_path / "in.tosa", tmp_path / "out.tosa"
-    path.write_bytes(dumped["attention-permute", "ethos-u85-256"])
+    path.write_bytes(dumped["attention-permute", "ethos-u85-256"].flatbuffer)
     assert cli.main(["optimize", str(path), "--target", "ethos-u85-256", "-o", str(out)]) == 1
     assert "MISMATCH under the TOSA reference model" in capsys.readouterr().out
     assert not out.exists()
