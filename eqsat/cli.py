@@ -116,7 +116,7 @@ def parser() -> argparse.ArgumentParser:
         prog="eqsat",
         description="Equality saturation for the ExecuTorch Arm backend (Ethos-U55/U85): benchmark it on your models, "
         "optimize a TOSA flatbuffer, calibrate its cost model against Vela, fuzz it. In a lowering script, `eqsat.install()` adds the pass.",
-        epilog="example: eqsat bench --model my_models.py:build_kws",
+        epilog="examples: eqsat bench --model my_models.py:build_kws; eqsat optimize IN.tosa --target ethos-u55-128 -o OUT.tosa",
     )
     commands = top.add_subparsers(dest="command", required=True)
     bench_command = commands.add_parser(
