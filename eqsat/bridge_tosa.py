@@ -220,6 +220,11 @@ def parse(data: bytes) -> TosaFile:
     except Exception as error:  # noqa: BLE001 - a malformed buffer fails anywhere in the generated readers
         raise TosaFileError(f"not a readable TOSA flatbuffer ({type(error).__name__}: {error})") from None
     _check_profile(parsed)
+    declared = set(parsed.tensors) | set(parsed.shapes)
+    for operator in parsed.operators:
+        undeclared = next((n for n in operator.inputs + operator.outputs if n not in declared), None)
+        if undeclared is not None:
+            raise TosaFileError(f"a {operator.op} operator names tensor {undeclared.decode()}, which the block does not declare")
     for index, operator in enumerate(parsed.operators):
         for name in operator.outputs:
             parsed.producer[name] = index

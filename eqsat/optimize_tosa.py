@@ -53,11 +53,15 @@ class Optimized:
 def optimize_file(data: bytes, target: str, *, trials: int = 3, seed: int = 0, **options) -> Optimized:
     """Optimize a TOSA flatbuffer for target; options go to eqsat.optimize (time_limit=..., rules=...).
 
-    Raises TosaFileError when the file cannot be read (not TOSA, another version or profile, control flow).
+    Raises TosaFileError when the file cannot be read (not TOSA, another version or profile, control flow)
+    or Vela cannot compile it.
     """
     graph_module, parsed = bridge_tosa.read(data)
     optimized, report = optimize(graph_module, target, **options)
-    before = vela.estimate(data, target).cycles_total
+    try:
+        before = vela.estimate(data, target).cycles_total
+    except vela.VelaError as error:
+        raise TosaFileError(f"Vela cannot compile it for {target}: {error}") from None
     candidate, reason = data, report.fallback or ("no cheaper graph found" if not report.changed else None)
     if report.changed:
         try:

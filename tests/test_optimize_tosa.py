@@ -143,11 +143,12 @@ def _add_control_flow(parsed):
     "make,reason",
     [
         (lambda data: b"not a flatbuffer at all\n", "not a TOSA flatbuffer"),
+        (lambda data: data[:1000], "not a readable TOSA flatbuffer"),
         (lambda data: _edited(data, _set_version), "TOSA 0.80.0: eqsat optimize reads TOSA 1.0"),
         (lambda data: _edited(data, _make_float), "FP32 tensors: eqsat optimize reads the TOSA INT profile"),
         (lambda data: _edited(data, _add_control_flow), "control flow (COND_IF)"),
     ],
-    ids=["not-tosa", "version", "profile", "control-flow"],
+    ids=["not-tosa", "truncated", "version", "profile", "control-flow"],
 )
 def test_eqsat_optimize_refuses_what_it_cannot_read_in_one_line_with_status_2(dumped, tmp_path, capsys, make, reason):
     path, out = tmp_path / "in.tosa", tmp_path / "out.tosa"
