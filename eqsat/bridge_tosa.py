@@ -127,7 +127,8 @@ def read_table(table: Any, name: str) -> dict[str, Any]:
 
 
 def write_table(builder: flatbuffers.Builder, name: str, fields: dict[str, Any]) -> int:
-    """Build table `tosa.<name>` from {field: value} (read_table's form); returns its offset."""
+    """Build table `tosa.<name>` from {field: value} (read_table's form, or offsets of objects already built);
+    returns its offset."""
     module = _table_module(name)
     offsets = {}
     for f, value in fields.items():
@@ -141,19 +142,15 @@ def write_table(builder: flatbuffers.Builder, name: str, fields: dict[str, Any])
     return getattr(module, f"{name}End")(builder)
 
 
-def _string_vector(builder: flatbuffers.Builder, strings: list[bytes]) -> int:
-    offsets = [builder.CreateString(s) for s in strings]
-    builder.StartVector(4, len(offsets), 4)
-    for offset in reversed(offsets):
-        builder.PrependUOffsetTRelative(offset)
-    return builder.EndVector()
-
-
 def _table_vector(builder: flatbuffers.Builder, offsets: list[int]) -> int:
     builder.StartVector(4, len(offsets), 4)
     for offset in reversed(offsets):
         builder.PrependUOffsetTRelative(offset)
     return builder.EndVector()
+
+
+def _string_vector(builder: flatbuffers.Builder, strings: list[bytes]) -> int:
+    return _table_vector(builder, [builder.CreateString(s) for s in strings])
 
 
 @dataclass
@@ -690,18 +687,11 @@ def _serialize(operators: list[Operator], tensors: list[dict], shapes: list[dict
         "Outputs": _string_vector(builder, parsed.outputs),
         "Shapes": _table_vector(builder, shape_offsets),
     }
-    block = _start_end(builder, "TosaBasicBlock", block_fields)
-    region = _start_end(builder, "TosaRegion", {"Name": builder.CreateString(parsed.region), "Blocks": _table_vector(builder, [block])})
+    block = write_table(builder, "TosaBasicBlock", block_fields)
+    region = write_table(builder, "TosaRegion", {"Name": builder.CreateString(parsed.region), "Blocks": _table_vector(builder, [block])})
     graph_fields = {"Version": write_table(builder, "Version", parsed.version), "Regions": _table_vector(builder, [region])}
     if parsed.software_version is not None:
         graph_fields["SoftwareVersion"] = write_table(builder, "SoftwareVersion", parsed.software_version)
-    builder.Finish(_start_end(builder, "TosaGraph", graph_fields), file_identifier=b"TOSA")
+    builder.Finish(write_table(builder, "TosaGraph", graph_fields), file_identifier=b"TOSA")
     return bytes(builder.Output())
 
-
-def _start_end(builder: flatbuffers.Builder, name: str, offsets: dict[str, int]) -> int:
-    module = _table_module(name)
-    getattr(module, f"{name}Start")(builder)
-    for f, offset in offsets.items():
-        getattr(module, f"{name}Add{f}")(builder, offset)
-    return getattr(module, f"{name}End")(builder)
