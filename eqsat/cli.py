@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 
 from eqsat import bench
-from eqsat.pipeline import ACCELERATORS
+from eqsat.pipeline import ACCELERATORS, Options
 
 
 def _bench(arguments: argparse.Namespace) -> int:
@@ -58,6 +58,39 @@ def _calibrate(arguments: argparse.Namespace) -> int:
     return 0
 
 
+def _optimize(arguments: argparse.Namespace) -> int:
+    from eqsat import optimize_tosa
+
+    def refuse(message: str) -> int:
+        print(f"eqsat optimize: {arguments.input}: {message}", file=sys.stderr)
+        return 2
+
+    try:
+        data = arguments.input.read_bytes()
+    except OSError as error:
+        return refuse(error.strerror or str(error))
+    try:
+        result = optimize_tosa.optimize_file(
+            data, arguments.target, trials=arguments.trials, seed=arguments.seed, time_limit=arguments.time_limit
+        )
+    except optimize_tosa.TosaFileError as error:
+        return refuse(str(error))
+    change = (result.cycles_after - result.cycles_before) / result.cycles_before if result.cycles_before else 0.0
+    print(f"eqsat optimize: {arguments.input} for {arguments.target}")
+    changes = ", ".join(f"{op} {before} -> {after}" for op, (before, after) in result.operator_changes().items())
+    print(f"  TOSA operators: {sum(result.operators_before.values())} before, {sum(result.operators_after.values())} after" + (f" ({changes})" if changes else ""))
+    print(f"  Vela cycles_total: {result.cycles_before} before, {result.cycles_after} after ({change:+.1%})")
+    if not result.kept:
+        print(f"  original graph kept: {result.reason}")
+    if not result.bit_exact:
+        print(f"  MISMATCH under the TOSA reference model: {result.mismatch}")
+        return 1
+    print(f"  TOSA reference model: bit-exact on {result.trials} seeded random inputs (seed {arguments.seed})")
+    arguments.output.write_bytes(result.flatbuffer)
+    print(f"  wrote {arguments.output}")
+    return 0
+
+
 def _fuzz(arguments: argparse.Namespace) -> int:
     from eqsat import fuzz
 
@@ -82,8 +115,8 @@ def parser() -> argparse.ArgumentParser:
     top = argparse.ArgumentParser(
         prog="eqsat",
         description="Equality saturation for the ExecuTorch Arm backend (Ethos-U55/U85): benchmark it on your models, "
-        "calibrate its cost model against Vela, fuzz it. In a lowering script, `eqsat.install()` adds the pass.",
-        epilog="example: eqsat bench --model my_models.py:build_kws",
+        "optimize a TOSA flatbuffer, calibrate its cost model against Vela, fuzz it. In a lowering script, `eqsat.install()` adds the pass.",
+        epilog="examples: eqsat bench --model my_models.py:build_kws; eqsat optimize IN.tosa --target ethos-u55-128 -o OUT.tosa",
     )
     commands = top.add_subparsers(dest="command", required=True)
     bench_command = commands.add_parser(
@@ -128,6 +161,25 @@ def parser() -> argparse.ArgumentParser:
     calibrate_command.add_argument("--workdir", type=Path, default=None, help="cache of measured samples, to resume (default: ~/.cache/eqsat/calibration)")
     calibrate_command.add_argument("--scale", type=float, default=1.0, help="grid size factor (default: 1.0)")
     calibrate_command.set_defaults(handler=_calibrate)
+    optimize_command = commands.add_parser(
+        "optimize",
+        help="optimize a TOSA flatbuffer for Vela",
+        description="Read a TOSA 1.0 flatbuffer (INT profile, as the Arm backend dumps it with "
+        "`EthosUCompileSpec(...).dump_intermediate_artifacts_to(DIR)`), optimize it with eqsat's rules and cost model "
+        "for TARGET, and write it to OUT. Operators eqsat does not model pass through unchanged. Prints Vela's "
+        "cycles_total before and after; keeps the original graph unless Vela estimates fewer for the rewrite. Checks OUT against "
+        "IN bit for bit with the TOSA reference model on seeded random inputs. Exit status 0 when OUT was written, "
+        "1 on a mismatch (OUT is not written), 2 for a file it cannot read (not TOSA, another TOSA version or "
+        "profile, control flow).",
+        epilog="example: eqsat optimize output_tag0_TOSA-1.0+INT.tosa --target ethos-u55-128 -o optimized.tosa",
+    )
+    optimize_command.add_argument("input", type=Path, metavar="IN.tosa", help="the TOSA flatbuffer to optimize")
+    optimize_command.add_argument("--target", required=True, choices=ACCELERATORS, metavar="TARGET", help=f"the Vela accelerator configuration, of {', '.join(ACCELERATORS)}")
+    optimize_command.add_argument("-o", "--output", type=Path, required=True, metavar="OUT.tosa", help="where to write the optimized flatbuffer")
+    optimize_command.add_argument("--trials", type=int, default=3, help="random inputs the reference model checks (default: 3)")
+    optimize_command.add_argument("--seed", type=int, default=0, help="seed of the first random input (default: 0)")
+    optimize_command.add_argument("--time-limit", type=float, default=Options().time_limit, help=f"seconds for eqsat's pass, a hard budget (default: {Options().time_limit:g})")
+    optimize_command.set_defaults(handler=_optimize)
     fuzz_command = commands.add_parser(
         "fuzz",
         help="optimize random TOSA graphs and check them bit-exact",

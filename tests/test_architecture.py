@@ -79,3 +79,9 @@ def test_the_package_imports_no_benchmarks(module):
 @pytest.mark.parametrize("module", ["eqsat.pipeline", "eqsat.arm_pass", "eqsat.bridge_fx", "eqsat.rules", "eqsat.extract"])
 def test_the_optimizer_does_not_import_the_calibration_tooling(module):
     assert not {n for n in reachable_imports(module) if n.startswith("eqsat.calibration")}
+
+
+def test_the_flatbuffer_bridge_hands_the_pipeline_an_fx_graph_and_knows_no_egraph():
+    imported = reachable_imports("eqsat.bridge_tosa")
+    assert not {n for n in eqsat_modules(imported) if not n.startswith("eqsat.ops") and n != "eqsat.ir"}, sorted(eqsat_modules(imported))
+    assert "egglog" not in top_level(imported)
