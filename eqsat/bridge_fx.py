@@ -95,6 +95,10 @@ class Loaded:
     dialect: str
     index_of: dict[fx.Node, int] = field(default_factory=dict)
 
+    def read(self) -> Read:
+        """The graph as read_graph reads it (the same terms when duplicates were not merged)."""
+        return Read(self.nodes, self.terms, [i for i in self.outputs if i is not None])
+
 
 def detect_dialect(graph_module: fx.GraphModule) -> str:
     """'aten' while edge ATen data movement is still present, else 'tosa'."""
