@@ -133,9 +133,13 @@ def extract_ilp(
                 big = component_size[component[c]] + 1.0
                 rows.append(({level[c]: 1.0, level[a]: -1.0, k: -big}, 1.0 - big, np.inf))
     for c in range(n_classes):
-        for d in _bits(must[c]):
+        # whenever c chooses a term, d does; a row that follows from two others (c -> e -> d) is left out
+        implied = 0
+        for e in _bits(must[c]):
+            if e != c and not must[e] >> e & 1:
+                implied |= must[e]
+        for d in _bits(must[c] & ~implied):
             if d != c and chosen_in[c]:
-                # whenever c chooses a term, d does
                 row = {j: 1.0 for j in chosen_in[d]}
                 row.update({k: -1.0 for k in chosen_in[c]})
                 rows.append((row, 0.0, np.inf))
