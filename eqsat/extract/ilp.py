@@ -9,23 +9,13 @@ topological level per e-class that lies on a cycle of the e-graph. Constraints:
   level order (TENSAT's order variables), so the result has no cycle. A cycle
   lies inside one strongly connected component of the class graph, so only
   operands in the term's own component get a level row, with the component's
-  size as its big-M;
-- what every acyclic choice needs: a class C must reach class D when each of
-  C's terms does, through an operand or what that operand must reach (a
-  greatest fixpoint over the e-graph). Then D chooses a term whenever C does.
-  These rows hold for every acyclic selection, so the optimum stays the same; they
-  tighten the LP relaxation, which the big-M level rows leave weak: there a
-  class that half-chooses two terms reading the same operand pays that
-  operand only half, and so on down the graph. A term whose own class it must
-  reach is on a cycle in every selection and is left out.
+  size as its big-M.
 Objective: the sum of the chosen terms' costs, i.e. each class paid once.
 
 HiGHS's primal heuristics are off: at the root they cost more than the rest
 of the solve (on emg-global-pool's 149 terms, 0.31 s of CPU with them and
-0.13 s without, same answer, before the rows above), and the caller keeps
-its own selection unless the ILP's is cheaper. Handing HiGHS
-greedy's selection as a first incumbent saved nothing beyond that, and it
-changed which of several equally cheap selections came back.
+0.13 s without, same answer), and the caller keeps its own selection unless
+the ILP's is cheaper, so the ILP need not find a first solution of its own.
 
 The solve is bounded by work, not time: HiGHS explores at most `node_limit`
 branch-and-bound nodes (a count that, unlike a clock, does not depend on the
@@ -66,8 +56,6 @@ _HEURISTICS_OFF = (
 class IlpResult:
     selection: Selection | None
     clock_stopped: bool = False
-    bound: float = -math.inf
-    """The lower bound on the cost of any acyclic selection that HiGHS proved (the selection's own cost when it is optimal)."""
 
 
 def extract_ilp(
@@ -97,15 +85,9 @@ def extract_ilp(
         and math.isfinite(cost := term_cost(eclass, term))
         and cost <= budget
     ]
-    class_index = {c: i for i, c in enumerate(classes)}
-    must = _must_reach(len(classes), [(class_index[e], [class_index[a] for a in t.args]) for e, t, _ in terms])
-    terms = [
-        (eclass, term, cost)
-        for eclass, term, cost in terms
-        if not any(a == eclass or must[class_index[a]] >> class_index[eclass] & 1 for a in term.args)
-    ]
     if not terms:
         return IlpResult(None)
+    class_index = {c: i for i, c in enumerate(classes)}
     n_terms, n_classes = len(terms), len(classes)
     chosen_in: list[list[int]] = [[] for _ in classes]
     for k, (eclass, _, _) in enumerate(terms):
@@ -132,17 +114,6 @@ def extract_ilp(
                 # level[eclass] - level[arg] >= 1 - (size + 1) * (1 - chosen[k])
                 big = component_size[component[c]] + 1.0
                 rows.append(({level[c]: 1.0, level[a]: -1.0, k: -big}, 1.0 - big, np.inf))
-    for c in range(n_classes):
-        # whenever c chooses a term, d does; a row that follows from two others (c -> e -> d) is left out
-        implied = 0
-        for e in _bits(must[c]):
-            if e != c and not must[e] >> e & 1:
-                implied |= must[e]
-        for d in _bits(must[c] & ~implied):
-            if d != c and chosen_in[c]:
-                row = {j: 1.0 for j in chosen_in[d]}
-                row.update({k: -1.0 for k in chosen_in[c]})
-                rows.append((row, 0.0, np.inf))
 
     columns = n_terms + len(level)
     levels_upper = [float(component_size[component[i]]) for i in level]
@@ -170,47 +141,7 @@ def extract_ilp(
     if status not in (highs.HighsModelStatus.kOptimal, highs.HighsModelStatus.kSolutionLimit) or not model.getInfo().primal_solution_status:
         return IlpResult(None)
     x = model.getSolution().col_value
-    return IlpResult(
-        {eclass: term for k, (eclass, term, _) in enumerate(terms) if x[k] > 0.5},
-        bound=model.getInfo().mip_dual_bound,
-    )
-
-
-def _must_reach(n_classes: int, terms: list[tuple[int, list[int]]]) -> list[int]:
-    """Per class, as a bitset, the classes that every acyclic selection choosing it also computes:
-    the greatest fixpoint of must(c) = AND over c's terms t of OR over t's operands a of ({a} | must(a)).
-
-    Any fixpoint holds for acyclic selections, by induction on a class's height in the selection;
-    the greatest is the most informative. A class without terms starts (and stays) at every class.
-    """
-    everything = (1 << n_classes) - 1
-    by_class: list[list[list[int]]] = [[] for _ in range(n_classes)]
-    for eclass, args in terms:
-        by_class[eclass].append(args)
-    must = [everything] * n_classes
-    changed = True
-    while changed:
-        changed = False
-        for c in range(n_classes):
-            reached = everything
-            for args in by_class[c]:
-                below = 0
-                for a in args:
-                    below |= (1 << a) | must[a]
-                reached &= below
-            if reached != must[c]:
-                must[c], changed = reached, True
-    return must
-
-
-def _bits(value: int) -> list[int]:
-    """The positions of the set bits of value, lowest first."""
-    positions = []
-    while value:
-        low = value & -value
-        positions.append(low.bit_length() - 1)
-        value ^= low
-    return positions
+    return IlpResult({eclass: term for k, (eclass, term, _) in enumerate(terms) if x[k] > 0.5})
 
 
 def _components(n_classes: int, edges: list[tuple[int, int]]) -> tuple[np.ndarray, np.ndarray]:
