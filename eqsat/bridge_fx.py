@@ -33,6 +33,7 @@ from executorch.exir.dialects._ops import ops as exir_ops
 from executorch.exir.dialects.edge._ops import EdgeOpOverload
 from torch import fx
 from torch._subclasses.fake_tensor import FakeTensor
+from torch.fx._lazy_graph_module import _LazyGraphModule  # GraphModule that generates its code on first use
 from torch.fx.node import map_aggregate
 
 from eqsat import ops, terms
@@ -94,6 +95,10 @@ class Loaded:
     prototypes: dict[str, fx.Node]
     dialect: str
     index_of: dict[fx.Node, int] = field(default_factory=dict)
+
+    def read(self) -> Read:
+        """The graph as read_graph reads it (the same terms when duplicates were not merged)."""
+        return Read(self.nodes, self.terms, [i for i in self.outputs if i is not None])
 
 
 def detect_dialect(graph_module: fx.GraphModule) -> str:
@@ -436,7 +441,10 @@ class _Emitter:
         output.meta.update(original_output.meta)
         self.graph.eliminate_dead_code()
         self.graph.lint()
-        return fx.GraphModule(self.loaded.graph_module, self.graph)
+        # Lazy: Python code is generated when the module is first called or its code read, not here. The
+        # pass's caller (EqsatPass) recompiles the module it copies this graph into anyway, and generating
+        # the code of a 28,000-node graph twice took about a second.
+        return _LazyGraphModule(self.loaded.graph_module, self.graph)
 
 
 class _Writing:

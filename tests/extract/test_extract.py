@@ -11,6 +11,7 @@ from eqsat.ir import Term
 from eqsat.extract import extract
 from eqsat.extract.greedy import dag_cost, extract_greedy, reachable
 from eqsat.extract.ilp import extract_ilp
+from tests.extract.test_refine import cyclic_egraphs
 
 LEAF = Term("Opaque", (), ("x",))
 
@@ -119,3 +120,16 @@ def test_ilp_and_greedy_agree_when_nothing_is_shared():
     greedy = extract(candidates, [root], cost, extractor="greedy")
     exact = extract(candidates, [root], cost, extractor="ilp")
     assert math.isclose(greedy.cost, exact.cost) and greedy.cost == 6.0
+
+
+@settings(max_examples=80, deadline=None)
+@given(cyclic_egraphs())
+def test_ilp_on_egraphs_with_cycles_is_acyclic_and_never_worse_than_greedy(egraph):
+    # level rows are written only between classes of one strongly connected component
+    candidates, costs, _, roots = egraph
+    cost = lambda c, t: costs[(c, t)]  # noqa: E731
+    greedy = extract(candidates, roots, cost, extractor="greedy")
+    exact = extract(candidates, roots, cost, extractor="ilp")
+    assert exact.cost <= greedy.cost
+    for eclass in reachable(exact.selection, roots):
+        assert eclass not in reachable(exact.selection, list(exact.selection[eclass].args)), f"{eclass} reads itself"
