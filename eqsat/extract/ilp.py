@@ -30,8 +30,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+import highspy as highs
 import numpy as np
-from scipy.optimize._highspy import _core as highs  # HiGHS's Python binding (highspy), as bundled with scipy
 from scipy.sparse import csr_matrix
 from scipy.sparse.csgraph import connected_components
 
@@ -117,7 +117,7 @@ def extract_ilp(
 
     columns = n_terms + len(level)
     levels_upper = [float(component_size[component[i]]) for i in level]
-    model = highs._Highs()
+    model = highs.Highs()
     model.setOptionValue("output_flag", False)
     model.setOptionValue("mip_max_nodes", node_limit)
     for option in _HEURISTICS_OFF:
