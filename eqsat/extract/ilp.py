@@ -1,4 +1,4 @@
-"""Exact DAG extraction as an integer linear program (HiGHS, the copy scipy ships).
+"""Exact DAG extraction as an integer linear program (HiGHS 1.12 through highspy).
 
 Variables: one binary per candidate term (chosen or not) and one continuous
 topological level per e-class that lies on a cycle of the e-graph. Constraints:
