@@ -36,7 +36,7 @@ from torch._subclasses.fake_tensor import FakeTensor
 from torch.fx.node import map_aggregate
 
 from eqsat import ops, terms
-from eqsat.ir import TensorType, Term
+from eqsat.ir import Graph, TensorType, Term
 from eqsat.ops import vec
 from eqsat.ops.nodes import TOSA, node_args, op_name, static_shape, tensor_val
 
@@ -199,6 +199,10 @@ class Read:
 
     def type_of(self, index: int) -> TensorType | None:
         return tensor_type(self.nodes[index])
+
+    def as_ir(self) -> Graph:
+        """The graph as plain data, with the names of its nodes."""
+        return Graph([n.name for n in self.nodes], self.terms, [tensor_type(n) for n in self.nodes], self.outputs)
 
 
 def read_graph(graph_module: fx.GraphModule) -> Read:

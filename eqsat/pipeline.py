@@ -265,8 +265,7 @@ def _phase(report: Report, name: str) -> Iterator[None]:
 def fx_graph_cost(graph_module: fx.GraphModule, model: cost_models.CostModel) -> float:
     """What an FX graph costs, read node by node (eqsat.extract.cost.graph_cost): the graph the pass was
     given, and the graph it wrote back, are priced the same way."""
-    read = bridge_fx.read_graph(graph_module)
-    return cost_models.graph_cost(read.graph(), read.outputs, read.type_of, model)
+    return cost_models.priced(bridge_fx.read_graph(graph_module).as_ir(), model)
 
 
 def accepts(before: float, after: float, options: Options) -> bool:
@@ -529,7 +528,9 @@ def optimize(graph_module: fx.GraphModule, target: str = "ethos-u55-128", **opti
                     graph_module, merge_duplicates=parsed.merge_duplicates, checkpoint=deadlines.check, into=scratch
                 )
             report.dialect = loaded.dialect
-            report.cost_before = fx_graph_cost(graph_module, model)
+            given = bridge_fx.read_graph(graph_module).as_ir()
+            report.graph_before = given.as_data()
+            report.cost_before = cost_models.priced(given, model)
             deadlines.check()
             optimized = _rebuild(loaded, model, parsed, deadlines, report)
             if optimized is not None:

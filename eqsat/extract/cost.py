@@ -24,8 +24,16 @@ output. `folded_transposes` prices that: such a transpose costs nothing. On
 a small model whose conv output was also returned as it was, a rewrite that
 gave that output a second reader cost +63% cycles_total on U85.
 
+A third context: Vela runs an int8 TABLE as the activation of the op in
+front of it (a `LUT` layer of 0 cycles) when that op is a RESCALE (alone, or
+the output scaling of an ADD, MUL or convolution) or a TRANSPOSE, and the
+TABLE is its one reader. In front of a CLAMP (itself an activation), a SLICE,
+a graph input, or an op whose output has another reader, the TABLE runs as
+its own layer. Measured the same on both targets (`fused_tables`); on
+emg-gru-gesture all 51 TABLEs are fused.
+
 `graph_cost` is the one function that prices a graph: every live term once,
-and both contexts. The pipeline's acceptance and the local search call it.
+and these contexts. The pipeline's acceptance and the local search call it.
 
 Only targets with a calibration file are priced (`cost_model_for`); any
 other target is refused with the command that calibrates it, so a report
@@ -39,7 +47,7 @@ import warnings
 from collections import Counter
 from typing import Callable, Hashable, Iterable, Mapping, Protocol
 
-from eqsat.ir import TensorType, Term
+from eqsat.ir import Graph, TensorType, Term
 from eqsat.extract import vela_cost
 from eqsat.extract.greedy import reachable
 
@@ -116,13 +124,8 @@ def term_costs(model: CostModel, types: Mapping[Hashable, TensorType]) -> Callab
     return term_cost
 
 
-def reshape_copies(
-    graph: dict[Hashable, Term],
-    roots: Iterable[Hashable],
-    type_of: Callable[[Hashable], TensorType | None],
-    model: CostModel,
-) -> float:
-    """What the RESHAPEs of graph that Vela keeps as MemoryCopy cost (see the module docstring).
+def copied_reshapes(graph: dict[Hashable, Term], roots: Iterable[Hashable]) -> list[Hashable]:
+    """The RESHAPEs of graph that Vela keeps as MemoryCopy (see the module docstring).
 
     graph maps each value to the term computing it (operands are values of graph or leaves); roots are
     the graph outputs, each a reader of its value.
@@ -142,7 +145,17 @@ def reshape_copies(
             return False
         return readers[term.args[0]] > 1 or (readers[value] > 1 and value in read_by_reshape)
 
-    return sum(model.memory_copy(type_of(value)) for value, term in graph.items() if copied(value, term))
+    return [value for value, term in graph.items() if copied(value, term)]
+
+
+def reshape_copies(
+    graph: dict[Hashable, Term],
+    roots: Iterable[Hashable],
+    type_of: Callable[[Hashable], TensorType | None],
+    model: CostModel,
+) -> float:
+    """What the RESHAPEs of graph that Vela keeps as MemoryCopy cost."""
+    return sum(model.memory_copy(type_of(value)) for value in copied_reshapes(graph, roots))
 
 
 FOLDED_PERMUTATIONS = frozenset({(0, 3, 1, 2)})
@@ -187,15 +200,42 @@ def folded_transposes(graph: dict[Hashable, Term], roots: Iterable[Hashable], mo
     ]
 
 
-def graph_cost(
+TABLE_FUSING_PRODUCERS = frozenset({"Rescale", "Transpose"})
+"""The ops whose output write Vela fuses an int8 TABLE into, as measured (see the module docstring);
+an opaque RESCALE counts as a Rescale."""
+
+
+def _fuses_table(term: Term | None) -> bool:
+    return term is not None and (term.op in TABLE_FUSING_PRODUCERS or (term.op in ("Opaque", "Elementwise") and _opaque_name(term) == "RESCALE"))
+
+
+def fused_tables(
+    graph: dict[Hashable, Term], roots: Iterable[Hashable], type_of: Callable[[Hashable], TensorType | None]
+) -> list[Hashable]:
+    """The int8 TABLEs of graph that Vela runs as the activation of the op in front of them, at 0 cycles:
+    the TABLE is the one reader of a RESCALE's or TRANSPOSE's output that is not a graph output."""
+    readers = Counter(roots)
+    for term in graph.values():
+        readers.update(term.args)
+    return [
+        value
+        for value, term in graph.items()
+        if term.op == "Table"
+        and vela_cost.dtype_name(type_of(term.args[0])) == "int8"
+        and readers[term.args[0]] == 1
+        and _fuses_table(graph.get(term.args[0]))
+    ]
+
+
+def value_costs(
     graph: dict[Hashable, Term],
     roots: list[Hashable],
     type_of: Callable[[Hashable], TensorType | None],
     model: CostModel,
     term_cost: Callable[[Hashable, Term], float] | None = None,
-) -> float:
-    """What a graph costs: every term that the roots read, once, with the contexts Vela prices differently
-    (reshapes kept as copies, transposes folded into their producer).
+) -> dict[Hashable, float]:
+    """What each value that the roots read costs, in the contexts Vela prices differently (reshapes kept
+    as copies, transposes folded into their producer, TABLEs fused into theirs).
 
     graph maps each value to the term computing it (every operand is a value of graph); roots are
     the graph outputs. term_cost(value, term) defaults to the model's cost with the types of type_of.
@@ -203,6 +243,32 @@ def graph_cost(
     if term_cost is None:
         term_cost = lambda value, term: model.cost(term, type_of(value), [type_of(a) for a in term.args])  # noqa: E731
     live = {value: graph[value] for value in reachable(graph, roots)}
-    folded = set(folded_transposes(live, roots, model))
-    total = sum(term_cost(value, term) for value, term in live.items() if value not in folded)
+    costs = {value: term_cost(value, term) for value, term in live.items()}
+    for value in [*folded_transposes(live, roots, model), *fused_tables(live, roots, type_of)]:
+        costs[value] = 0.0
+    for value in copied_reshapes(live, roots):
+        costs[value] += model.memory_copy(type_of(value))
+    return costs
+
+
+def graph_cost(
+    graph: dict[Hashable, Term],
+    roots: list[Hashable],
+    type_of: Callable[[Hashable], TensorType | None],
+    model: CostModel,
+    term_cost: Callable[[Hashable, Term], float] | None = None,
+) -> float:
+    """What a graph costs: every term that the roots read, once, in the contexts Vela prices differently
+    (the sum of value_costs; the reshape copies added last).
+    """
+    if term_cost is None:
+        term_cost = lambda value, term: model.cost(term, type_of(value), [type_of(a) for a in term.args])  # noqa: E731
+    live = {value: graph[value] for value in reachable(graph, roots)}
+    free = {*folded_transposes(live, roots, model), *fused_tables(live, roots, type_of)}
+    total = sum(term_cost(value, term) for value, term in live.items() if value not in free)
     return total + reshape_copies(live, roots, type_of, model)
+
+
+def priced(graph: Graph, model: CostModel) -> float:
+    """What graph costs (graph_cost of its terms)."""
+    return graph_cost(dict(enumerate(graph.terms)), graph.outputs, graph.types.__getitem__, model)

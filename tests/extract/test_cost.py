@@ -5,7 +5,7 @@ import tosa_serializer as ts
 
 from eqsat.ir import TensorType, Term
 from eqsat.calibration.graphs import _attr, _clamp, _Graph
-from eqsat.extract.cost import folded_transposes, graph_cost, reshape_copies, term_costs
+from eqsat.extract.cost import folded_transposes, fused_tables, graph_cost, reshape_copies, term_costs, value_costs
 from eqsat.extract.vela_cost import VelaCalibratedCost
 from eqsat.vela import estimate
 
@@ -159,3 +159,93 @@ def test_vela_writes_a_convolution_output_transposed_only_where_the_calibration_
     names = [layer.name for layer in estimate(graph, target).layers]
     (transposed,) = [t for t, role in layouts[0].producer.items() if role == "transpose"]
     assert all(name == transposed for name in names) == folds, names  # no layer writes the convolution's own output
+
+
+INT8 = TensorType((1, 16, 16, 32), "torch.int8")
+
+
+def _tosa_table_after(producer: str, other_reader: bool) -> bytes:
+    """producer -> int8 TABLE -> output as the Arm backend writes it, the producer's output also clamped and
+    returned when other_reader."""
+    import numpy as np
+
+    from eqsat.calibration.graphs import _binary, _conv, _rescale
+
+    g, shape = _Graph(), [1, 16, 16, 32]
+    x = g.input(shape, "int8")
+    if producer == "add":
+        a, b = (_rescale(g, f"in{i}", g.input(shape, "int8") if i else x, shape, "int8", "int32", "add") for i in range(2))
+        p = _rescale(g, "out", _binary(g, "add", "ADD", a, b, shape), shape, "int32", "int8", "add_out")
+    elif producer == "conv":
+        p, shape = _conv(g, "conv", x, {"h": 16, "w": 16, "cin": 32, "cout": 32, "k": 3, "stride": 1})
+    elif producer == "rescale":
+        p = _rescale(g, "rescale", x, shape, "int8", "int8", "requant")
+    elif producer == "transpose":
+        p = g.op("transpose", ts.Op.TRANSPOSE, [x], shape, "int8", _attr("TransposeAttribute", [0, 2, 1, 3]))
+    elif producer == "clamp":
+        p = _clamp(g, "clamp", x, shape, "int8")
+    elif producer == "slice":
+        wide = g.input([1, 16, 16, 64], "int8")
+        p = g.op("slice", ts.Op.SLICE, [wide, g.shape_const([0, 0, 0, 0]), g.shape_const(shape)], shape, "int8", _attr("SliceAttribute"))
+    else:
+        p = x
+    if other_reader:
+        g.output(_clamp(g, "other", p, shape, "int8"))
+    lut = g.const([256], "int8", np.arange(-128, 128, dtype=np.int8))
+    g.output(g.op("table", ts.Op.TABLE, [p, lut], shape, "int8", _attr("TableAttribute")))
+    return g.tosa.serialize()
+
+
+def _table_after(producer: str, other_reader: bool) -> tuple[dict, list[str]]:
+    """The terms of _tosa_table_after's graph: p is the TABLE's input, t the TABLE."""
+    per_tensor, per_channel = ("torch.int8", (3,), (30,), 0, 0, ""), ("torch.int8", (3, 5), (30, 30), 0, 0, "")
+    producers = {
+        "add": lambda: Term("Rescale", ("sum",), per_tensor),
+        "conv": lambda: Term("Rescale", ("conv",), per_channel),
+        "rescale": lambda: Term("Rescale", ("x",), per_tensor),
+        "transpose": lambda: Term("Transpose", ("x",), ((0, 2, 1, 3),)),
+        "clamp": lambda: unary("tosa.CLAMP.default#1", "x"),
+        "slice": lambda: Term("Slice", ("x",), ((0, 0, 0, 0), (1, 16, 16, 32))),
+        "input": lambda: leaf("p"),
+    }
+    graph = {
+        "x": leaf("x"),
+        "lut": leaf("lut"),
+        "sum": unary("tosa.ADD.default#1", "x"),
+        "conv": Term("Opaque", ("x", "lut"), ("tosa.CONV2D.default#1",)),
+        "p": producers[producer](),
+        "t": Term("Table", ("p", "lut"), ("tosa.TABLE.default#1",)),
+    }
+    roots = ["t"]
+    if other_reader:
+        graph["other"] = unary("tosa.CLAMP.default#2", "p")
+        roots.append("other")
+    return graph, roots
+
+
+TABLE_CONTEXTS = [
+    *((producer, False) for producer in ("add", "conv", "rescale", "transpose", "clamp", "slice", "input")),
+    ("rescale", True),
+    ("transpose", True),
+]
+
+
+@pytest.mark.parametrize("target", ["ethos-u55-128", "ethos-u85-256"])
+@pytest.mark.parametrize("producer, other_reader", TABLE_CONTEXTS)
+def test_a_table_is_free_where_vela_fuses_it_into_its_producer(target, producer, other_reader):
+    (lut,) = [layer for layer in estimate(_tosa_table_after(producer, other_reader), target).layers if layer.operator == "LUT"]
+    fused = lut.cycles_total == 0
+    graph, roots = _table_after(producer, other_reader)
+    assert fused_tables(graph, roots, lambda _value: INT8) == (["t"] if fused else [])
+    model = VelaCalibratedCost(target)
+    costs = value_costs(graph, roots, lambda _value: INT8, model)
+    alone = model.cost(graph["t"], INT8, [INT8, INT8])
+    assert alone > 0
+    assert costs["t"] == (0.0 if fused else alone)
+    assert graph_cost(graph, roots, lambda _value: INT8, model) == pytest.approx(sum(costs.values()))
+
+
+def test_the_table_contexts_hold_both_answers():
+    """The contexts above are not all one answer: Vela fuses the TABLE in some and runs it alone in others."""
+    fused = {(p, o) for p, o in TABLE_CONTEXTS if fused_tables(*_table_after(p, o), lambda _value: INT8)}
+    assert fused == {("add", False), ("conv", False), ("rescale", False), ("transpose", False)}
