@@ -32,6 +32,15 @@ a graph input, or an op whose output has another reader, the TABLE runs as
 its own layer. Measured the same on both targets (`fused_tables`); on
 emg-gru-gesture all 51 TABLEs are fused.
 
+A fourth: Vela folds a SLICE into the read of the op after it (a CLAMP, an
+elementwise op, a RESCALE, a TABLE, a CONCAT, a convolution), but copies it
+(a MemoryCopy of its output) when one of its readers is a TRANSPOSE, a SLICE
+or a RESHAPE, or when it is a graph output. Measured the same on both
+targets (`slice_prices`); the slice family's fit, which per term averages
+these contexts (303 cycles on Ethos-U55 for any slice), cannot tell them
+apart: on emg-gru-gesture (U55) Vela copies 16 of its 64 slices (226 cycles
+each) and folds the rest.
+
 `graph_cost` is the one function that prices a graph: every live term once,
 and these contexts. The pipeline's acceptance and the local search call it.
 
@@ -227,6 +236,29 @@ def fused_tables(
     ]
 
 
+SLICE_COPYING_READERS = frozenset({"Transpose", "Slice", "Reshape"})
+"""The readers Vela cannot fold a SLICE into, as measured (see the module docstring)."""
+
+
+def slice_prices(
+    graph: dict[Hashable, Term], roots: Iterable[Hashable], type_of: Callable[[Hashable], TensorType | None], model: CostModel
+) -> dict[Hashable, float]:
+    """What each int8/int16 SLICE of graph costs in its context: a MemoryCopy of its output if a reader
+    cannot read through it (or it is a graph output), else 0. Batched slices (leading dimensions beyond
+    HWC, copied one index at a time) and int32 ones keep the model's price."""
+    copied = {value for value in roots}
+    for term in graph.values():
+        if term.op in SLICE_COPYING_READERS:
+            copied.update(term.args[:1])
+    prices = {}
+    for value, term in graph.items():
+        out = type_of(value)
+        if term.op != "Slice" or out is None or vela_cost.is_batched(out) or vela_cost.dtype_name(out) not in ("int8", "int16"):
+            continue
+        prices[value] = model.memory_copy(out) if value in copied else 0.0
+    return prices
+
+
 def value_costs(
     graph: dict[Hashable, Term],
     roots: list[Hashable],
@@ -246,6 +278,7 @@ def value_costs(
     costs = {value: term_cost(value, term) for value, term in live.items()}
     for value in [*folded_transposes(live, roots, model), *fused_tables(live, roots, type_of)]:
         costs[value] = 0.0
+    costs.update(slice_prices(live, roots, type_of, model))
     for value in copied_reshapes(live, roots):
         costs[value] += model.memory_copy(type_of(value))
     return costs
@@ -265,8 +298,9 @@ def graph_cost(
         term_cost = lambda value, term: model.cost(term, type_of(value), [type_of(a) for a in term.args])  # noqa: E731
     live = {value: graph[value] for value in reachable(graph, roots)}
     free = {*folded_transposes(live, roots, model), *fused_tables(live, roots, type_of)}
-    total = sum(term_cost(value, term) for value, term in live.items() if value not in free)
-    return total + reshape_copies(live, roots, type_of, model)
+    slices = slice_prices(live, roots, type_of, model)
+    total = sum(term_cost(value, term) for value, term in live.items() if value not in free and value not in slices)
+    return total + sum(slices.values()) + reshape_copies(live, roots, type_of, model)
 
 
 def priced(graph: Graph, model: CostModel) -> float:

@@ -5,7 +5,7 @@ import tosa_serializer as ts
 
 from eqsat.ir import TensorType, Term
 from eqsat.calibration.graphs import _attr, _clamp, _Graph
-from eqsat.extract.cost import folded_transposes, fused_tables, graph_cost, reshape_copies, term_costs, value_costs
+from eqsat.extract.cost import folded_transposes, fused_tables, graph_cost, reshape_copies, slice_prices, term_costs, value_costs
 from eqsat.extract.vela_cost import VelaCalibratedCost
 from eqsat.vela import estimate
 
@@ -249,3 +249,81 @@ def test_the_table_contexts_hold_both_answers():
     """The contexts above are not all one answer: Vela fuses the TABLE in some and runs it alone in others."""
     fused = {(p, o) for p, o in TABLE_CONTEXTS if fused_tables(*_table_after(p, o), lambda _value: INT8)}
     assert fused == {("add", False), ("conv", False), ("rescale", False), ("transpose", False)}
+
+
+SLICED = TensorType((1, 8, 8, 32), "torch.int8")
+
+
+def _tosa_slice_read_by(readers: tuple[str, ...]) -> bytes:
+    """CLAMP -> SLICE (1, 8, 8, 64) -> (1, 8, 8, 32), read by each of readers ("output": returned)."""
+    import numpy as np
+
+    from eqsat.calibration.graphs import _rescale
+
+    g, shape = _Graph(), [1, 8, 8, 32]
+    wide = _clamp(g, "pre", g.input([1, 8, 8, 64], "int8"), [1, 8, 8, 64], "int8")
+    s = g.op("slice", ts.Op.SLICE, [wide, g.shape_const([0, 0, 0, 0]), g.shape_const(shape)], shape, "int8", _attr("SliceAttribute"))
+    for i, kind in enumerate(readers):
+        if kind == "clamp":
+            g.output(_clamp(g, f"r{i}", s, shape, "int8"))
+        elif kind == "rescale":
+            g.output(_rescale(g, f"r{i}", s, shape, "int8", "int8", "requant"))
+        elif kind == "table":
+            lut = g.const([256], "int8", np.arange(-128, 128, dtype=np.int8))
+            g.output(g.op(f"r{i}", ts.Op.TABLE, [s, lut], shape, "int8", _attr("TableAttribute")))
+        elif kind == "concat":
+            g.output(g.op(f"r{i}", ts.Op.CONCAT, [s, g.input(shape, "int8")], [1, 8, 8, 64], "int8", _attr("ConcatAttribute", 3)))
+        elif kind == "transpose":
+            g.output(g.op(f"r{i}", ts.Op.TRANSPOSE, [s], [1, 32, 8, 8], "int8", _attr("TransposeAttribute", [0, 3, 1, 2])))
+        elif kind == "slice":
+            half = g.op(f"r{i}", ts.Op.SLICE, [s, g.shape_const([0, 0, 0, 0]), g.shape_const([1, 8, 8, 16])], [1, 8, 8, 16], "int8", _attr("SliceAttribute"))
+            g.output(half)
+        elif kind == "reshape":
+            flat = g.op(f"r{i}", ts.Op.RESHAPE, [s, g.shape_const([64, 32])], [64, 32], "int8", _attr("ReshapeAttribute"))
+            g.output(_clamp(g, f"after{i}", flat, [64, 32], "int8"))
+        else:
+            g.output(s)
+    return g.tosa.serialize()
+
+
+def _slice_read_by(readers: tuple[str, ...]) -> tuple[dict, list[str]]:
+    graph = {"x": leaf("x"), "lut": leaf("lut"), "pre": unary("tosa.CLAMP.default#1", "x"), "s": Term("Slice", ("pre",), ((0, 0, 0, 0), (1, 8, 8, 32)))}
+    terms = {
+        "clamp": lambda: unary("tosa.CLAMP.default#2", "s"),
+        "rescale": lambda: Term("Rescale", ("s",), ("torch.int8", (3,), (30,), 0, 0, "")),
+        "table": lambda: Term("Table", ("s", "lut"), ("tosa.TABLE.default#1",)),
+        "concat": lambda: Term("Concat", ("s", "x"), (3,)),
+        "transpose": lambda: Term("Transpose", ("s",), ((0, 3, 1, 2),)),
+        "slice": lambda: Term("Slice", ("s",), ((0, 0, 0, 0), (1, 8, 8, 16))),
+        "reshape": lambda: Term("Reshape", ("s",), ((64, 32),)),
+    }
+    roots = []
+    for i, kind in enumerate(readers):
+        if kind == "output":
+            roots.append("s")
+            continue
+        graph[f"r{i}"] = terms[kind]()
+        roots.append(f"r{i}")
+    return graph, roots
+
+
+SLICE_READERS = [("clamp",), ("rescale",), ("table",), ("concat",), ("clamp", "clamp"), ("transpose",), ("slice",), ("reshape",), ("output",), ("clamp", "transpose")]
+
+
+@pytest.mark.parametrize("target", ["ethos-u55-128", "ethos-u85-256"])
+@pytest.mark.parametrize("readers", SLICE_READERS, ids="+".join)
+def test_a_slice_is_folded_into_its_readers_or_copied_as_vela_does(target, readers):
+    layers = estimate(_tosa_slice_read_by(readers), target).layers
+    copies = sum(layer.operator == "MemoryCopy" and layer.source_operator == "Slice" for layer in layers)
+    graph, roots = _slice_read_by(readers)
+    model = VelaCalibratedCost(target)
+    prices = slice_prices(graph, roots, lambda _value: SLICED, model)
+    assert sum(price > 0 for price in prices.values()) == copies
+    assert prices["s"] in (0.0, model.memory_copy(SLICED))
+    assert value_costs(graph, roots, lambda _value: SLICED, model)["s"] == prices["s"]
+
+
+def test_the_slice_readers_hold_both_answers():
+    model = VelaCalibratedCost("ethos-u55-128")
+    copied = {r for r in SLICE_READERS if slice_prices(*_slice_read_by(r), lambda _value: SLICED, model)["s"] > 0}
+    assert copied == {("transpose",), ("slice",), ("reshape",), ("output",), ("clamp", "transpose")}
