@@ -89,11 +89,15 @@ def _kind(term: Term) -> str:
     return name.replace("_", "").lower()
 
 
-def node_of_layer(layer: dict, graph: Graph, index: dict[str, int]) -> int | None:
-    """The node a Vela layer runs: Vela names a layer after the tensor it writes (the tensors it adds carry
-    a suffix, `_copy`, `_int32`: the longest prefix at a '_' that names a node) and gives the op it came
-    from (`source`); a layer that writes through fused ops (a CONV2D and its output RESCALE) is the
-    nearest node up its operands of that op."""
+def node_of_layer(layer: dict, graph: Graph, index: dict[str, int], readers: dict[int, list[int]]) -> int | None:
+    """The node a Vela layer runs.
+
+    Vela names a layer after the tensor it writes (the tensors it adds carry a suffix, `_copy`, `_int32`:
+    the longest prefix at a '_' that names a node) and gives the op it came from (`source`). A layer that
+    writes through fused ops (a CONV2D and its output RESCALE) is the nearest node of that op up the named
+    node's operands; a copy Vela makes of a tensor for a reader (a RESHAPE kept as a MemoryCopy is named
+    `<its input>_copy`) is that reader.
+    """
     name = layer["name"]
     while name and name not in index:
         name = name.rpartition("_")[0]
@@ -106,7 +110,15 @@ def node_of_layer(layer: dict, graph: Graph, index: dict[str, int]) -> int | Non
             if _kind(graph.terms[value]) == source:
                 return value
         frontier = [a for value in frontier for a in graph.terms[value].args]
-    return index[name]
+    return next((r for r in readers.get(index[name], []) if _kind(graph.terms[r]) == source), index[name])
+
+
+def _readers(graph: Graph) -> dict[int, list[int]]:
+    readers: dict[int, list[int]] = {}
+    for value, term in enumerate(graph.terms):
+        for arg in term.args:
+            readers.setdefault(arg, []).append(value)
+    return readers
 
 
 def attribute(graphs: list[Graph], layers: list[dict], target: str, model: vela_cost.VelaCalibratedCost) -> dict[str, list[float]]:
@@ -118,10 +130,11 @@ def attribute(graphs: list[Graph], layers: list[dict], target: str, model: vela_
         for value, cost in costs.items():
             sums.setdefault(family_of(graph, value, target), [0.0, 0.0])[0] += cost
     indexes = [{name: i for i, name in enumerate(g.names)} for g in graphs]
+    readers = [_readers(g) for g in graphs]
     for layer in layers:
         family = "unattributed"
-        for graph, index in zip(graphs, indexes):
-            node = node_of_layer(layer, graph, index)
+        for graph, index, read in zip(graphs, indexes, readers):
+            node = node_of_layer(layer, graph, index, read)
             if node is not None:
                 family = family_of(graph, node, target)
                 break

@@ -39,11 +39,12 @@ def conv_graph() -> Graph:
 
 def test_a_layer_goes_to_the_node_it_names_or_up_its_operands_to_the_op_it_came_from():
     graph = conv_graph()
-    index = {name: i for i, name in enumerate(graph.names)}
-    assert node_of_layer({"name": "tosa_transpose_default", "source": "Transpose"}, graph, index) == 4
-    assert node_of_layer({"name": "tosa_transpose_default_copy", "source": "Transpose"}, graph, index) == 4
-    assert node_of_layer({"name": "tosa_rescale_default", "source": "Conv2D"}, graph, index) == 2  # written through the fused RESCALE
-    assert node_of_layer({"name": "#17", "source": "Conv2D"}, graph, index) is None
+    index, readers = {name: i for i, name in enumerate(graph.names)}, {0: [2], 1: [2], 2: [3], 3: [4]}
+    assert node_of_layer({"name": "tosa_transpose_default", "source": "Transpose"}, graph, index, readers) == 4
+    assert node_of_layer({"name": "tosa_transpose_default_int32", "source": "Transpose"}, graph, index, readers) == 4
+    assert node_of_layer({"name": "tosa_rescale_default", "source": "Conv2D"}, graph, index, readers) == 2  # written through the fused RESCALE
+    assert node_of_layer({"name": "tosa_rescale_default_copy", "source": "Transpose"}, graph, index, readers) == 4  # a copy for its reader
+    assert node_of_layer({"name": "#17", "source": "Conv2D"}, graph, index, readers) is None
 
 
 def test_attribution_sums_the_estimate_and_vela_per_family():
