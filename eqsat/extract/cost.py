@@ -35,8 +35,9 @@ emg-gru-gesture all 51 TABLEs are fused.
 A fourth: Vela folds a SLICE into the read of the op after it (a CLAMP, an
 elementwise op, a RESCALE, a TABLE, a CONCAT, a convolution), but copies it
 (a MemoryCopy of its output) when one of its readers is a TRANSPOSE, a SLICE
-or a RESHAPE, or when it is a graph output. Measured the same on both
-targets (`slice_prices`); the slice family's fit, which per term averages
+or a RESHAPE, or when it is a graph output; a RESHAPE that only adds or
+drops leading 1s is the same tensor to Vela, and the slice is judged by that
+reshape's readers. Measured the same on both targets (`slice_prices`); the slice family's fit, which per term averages
 these contexts (303 cycles on Ethos-U55 for any slice), cannot tell them
 apart: on emg-gru-gesture (U55) Vela copies 16 of its 64 slices (226 cycles
 each) and folds the rest.
@@ -240,22 +241,49 @@ SLICE_COPYING_READERS = frozenset({"Transpose", "Slice", "Reshape"})
 """The readers Vela cannot fold a SLICE into, as measured (see the module docstring)."""
 
 
+def _drops_unit_dims_only(source: TensorType | None, target: TensorType | None) -> bool:
+    """A reshape that only adds or drops leading 1s: the same tensor in Vela's padded 4-D shapes."""
+
+    def core(t: TensorType) -> tuple[int, ...]:
+        dims = list(t.shape)
+        while dims and dims[0] == 1:
+            dims.pop(0)
+        return tuple(dims)
+
+    return source is not None and target is not None and core(source) == core(target)
+
+
 def slice_prices(
     graph: dict[Hashable, Term], roots: Iterable[Hashable], type_of: Callable[[Hashable], TensorType | None], model: CostModel
 ) -> dict[Hashable, float]:
     """What each int8/int16 SLICE of graph costs in its context: a MemoryCopy of its output if a reader
-    cannot read through it (or it is a graph output), else 0. Batched slices (leading dimensions beyond
-    HWC, copied one index at a time) and int32 ones keep the model's price."""
-    copied = {value for value in roots}
-    for term in graph.values():
-        if term.op in SLICE_COPYING_READERS:
-            copied.update(term.args[:1])
+    cannot read through it (or it is a graph output), else 0. A RESHAPE that only adds or drops leading
+    1s is seen through (its readers read the slice). Batched slices (leading dimensions beyond HWC,
+    copied one index at a time) and int32 ones keep the model's price."""
+    readers: dict[Hashable, list[Hashable]] = {}  # of the first operand: the copying readers have no other
+    for value, term in graph.items():
+        for arg in term.args[:1]:
+            readers.setdefault(arg, []).append(value)
+    outputs = set(roots)
+
+    def copied(value: Hashable) -> bool:
+        if value in outputs:
+            return True
+        for reader in readers.get(value, []):
+            term = graph[reader]
+            if term.op == "Reshape" and _drops_unit_dims_only(type_of(value), type_of(reader)):
+                if copied(reader):
+                    return True
+            elif term.op in SLICE_COPYING_READERS:
+                return True
+        return False
+
     prices = {}
     for value, term in graph.items():
         out = type_of(value)
         if term.op != "Slice" or out is None or vela_cost.is_batched(out) or vela_cost.dtype_name(out) not in ("int8", "int16"):
             continue
-        prices[value] = model.memory_copy(out) if value in copied else 0.0
+        prices[value] = model.memory_copy(out) if copied(value) else 0.0
     return prices
 
 

@@ -281,9 +281,26 @@ def _tosa_slice_read_by(readers: tuple[str, ...]) -> bytes:
         elif kind == "reshape":
             flat = g.op(f"r{i}", ts.Op.RESHAPE, [s, g.shape_const([64, 32])], [64, 32], "int8", _attr("ReshapeAttribute"))
             g.output(_clamp(g, f"after{i}", flat, [64, 32], "int8"))
+        elif kind.startswith("unit-reshape"):  # drops the leading 1, then is read by a CLAMP or a SLICE
+            view = g.op(f"r{i}", ts.Op.RESHAPE, [s, g.shape_const([8, 8, 32])], [8, 8, 32], "int8", _attr("ReshapeAttribute"))
+            if kind.endswith("slice"):
+                g.output(g.op(f"after{i}", ts.Op.SLICE, [view, g.shape_const([0, 0, 0]), g.shape_const([8, 8, 16])], [8, 8, 16], "int8", _attr("SliceAttribute")))
+            else:
+                g.output(_clamp(g, f"after{i}", view, [8, 8, 32], "int8"))
         else:
             g.output(s)
     return g.tosa.serialize()
+
+
+def _types(graph: dict):
+    """The type of each value of a _slice_read_by graph: reshapes and slices give theirs, the rest is SLICED."""
+
+    def type_of(value):
+        term = graph[value]
+        shape = {"Reshape": lambda: term.attrs[0], "Slice": lambda: term.attrs[1]}.get(term.op, lambda: SLICED.shape)()
+        return TensorType(tuple(shape), "torch.int8")
+
+    return type_of
 
 
 def _slice_read_by(readers: tuple[str, ...]) -> tuple[dict, list[str]]:
@@ -302,12 +319,21 @@ def _slice_read_by(readers: tuple[str, ...]) -> tuple[dict, list[str]]:
         if kind == "output":
             roots.append("s")
             continue
+        if kind.startswith("unit-reshape"):
+            graph[f"r{i}"] = Term("Reshape", ("s",), ((8, 8, 32),))
+            after = Term("Slice", (f"r{i}",), ((0, 0, 0), (8, 8, 16))) if kind.endswith("slice") else unary("tosa.CLAMP.default#3", f"r{i}")
+            graph[f"after{i}"] = after
+            roots.append(f"after{i}")
+            continue
         graph[f"r{i}"] = terms[kind]()
         roots.append(f"r{i}")
     return graph, roots
 
 
-SLICE_READERS = [("clamp",), ("rescale",), ("table",), ("concat",), ("clamp", "clamp"), ("transpose",), ("slice",), ("reshape",), ("output",), ("clamp", "transpose")]
+SLICE_READERS = [
+    ("clamp",), ("rescale",), ("table",), ("concat",), ("clamp", "clamp"), ("transpose",), ("slice",), ("reshape",), ("output",),
+    ("clamp", "transpose"), ("unit-reshape",), ("unit-reshape-slice",),
+]
 
 
 @pytest.mark.parametrize("target", ["ethos-u55-128", "ethos-u85-256"])
@@ -317,13 +343,13 @@ def test_a_slice_is_folded_into_its_readers_or_copied_as_vela_does(target, reade
     copies = sum(layer.operator == "MemoryCopy" and layer.source_operator == "Slice" for layer in layers)
     graph, roots = _slice_read_by(readers)
     model = VelaCalibratedCost(target)
-    prices = slice_prices(graph, roots, lambda _value: SLICED, model)
+    prices = slice_prices(graph, roots, _types(graph), model)
     assert sum(price > 0 for price in prices.values()) == copies
     assert prices["s"] in (0.0, model.memory_copy(SLICED))
-    assert value_costs(graph, roots, lambda _value: SLICED, model)["s"] == prices["s"]
+    assert value_costs(graph, roots, _types(graph), model)["s"] == prices["s"]
 
 
 def test_the_slice_readers_hold_both_answers():
     model = VelaCalibratedCost("ethos-u55-128")
-    copied = {r for r in SLICE_READERS if slice_prices(*_slice_read_by(r), lambda _value: SLICED, model)["s"] > 0}
-    assert copied == {("transpose",), ("slice",), ("reshape",), ("output",), ("clamp", "transpose")}
+    copied = {r for r in SLICE_READERS if slice_prices(*_slice_read_by(r), _types(_slice_read_by(r)[0]), model)["s"] > 0}
+    assert copied == {("transpose",), ("slice",), ("reshape",), ("output",), ("clamp", "transpose"), ("unit-reshape-slice",)}
