@@ -84,8 +84,8 @@ def family_of(graph: Graph, value: int, target: str) -> str:
 
 def _kind(term: Term) -> str:
     """The TOSA op a term reads, spelled as Vela's per-layer `Source` column is once lowercased ("conv2d")."""
-    key = term.attrs[0] if term.attrs and isinstance(term.attrs[0], str) else ""
-    name = vela_cost.short_op_name(key.split("#", 1)[0]) if key else term.op
+    keyed = term.op in ("Opaque", "Elementwise", "Table", "Reduce") and term.attrs and isinstance(term.attrs[0], str)
+    name = vela_cost.short_op_name(term.attrs[0].split("#", 1)[0]) if keyed else term.op
     return name.replace("_", "").lower()
 
 

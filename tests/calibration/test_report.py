@@ -44,6 +44,7 @@ def test_a_layer_goes_to_the_node_it_names_or_up_its_operands_to_the_op_it_came_
     assert node_of_layer({"name": "tosa_transpose_default_int32", "source": "Transpose"}, graph, index, readers) == 4
     assert node_of_layer({"name": "tosa_rescale_default", "source": "Conv2D"}, graph, index, readers) == 2  # written through the fused RESCALE
     assert node_of_layer({"name": "tosa_rescale_default_copy", "source": "Transpose"}, graph, index, readers) == 4  # a copy for its reader
+    assert node_of_layer({"name": "tosa_transpose_default", "source": "Rescale"}, graph, index, readers) == 3  # a RESCALE term is one
     assert node_of_layer({"name": "#17", "source": "Conv2D"}, graph, index, readers) is None
 
 
