@@ -136,9 +136,9 @@ def test_a_transpose_that_alone_reads_a_convolution_is_folded_where_vela_folds_i
     model = VelaCalibratedCost(target)
     assert model.folds_transpose_into_producer == folds
     alone, roots = conv_then_transpose(second_reader=False)
-    assert folded_transposes(alone, roots, model) == (["t"] if folds else [])
+    assert folded_transposes(alone, roots, model, lambda _value: NHWC) == (["t"] if folds else [])
     shared, roots = conv_then_transpose(second_reader=True)
-    assert folded_transposes(shared, roots, model) == []
+    assert folded_transposes(shared, roots, model, lambda _value: NHWC) == []
     transpose = model.cost(alone["t"], NHWC, [NHWC])
     priced = graph_cost(alone, ["t"], lambda _value: NHWC, model)
     assert graph_cost(shared, ["t", "rescale"], lambda _value: NHWC, model) - priced == pytest.approx(transpose if folds else 0.0)
@@ -148,7 +148,7 @@ def test_a_transpose_that_alone_reads_a_convolution_is_folded_where_vela_folds_i
 def test_only_the_fold_calibration_measured_is_assumed(producer, perm):
     """A CONV2D's output written NCHW was measured folded; a MATMUL's output, or another permutation, was not."""
     graph, roots = conv_then_transpose(second_reader=False, producer=producer, perm=perm)
-    assert folded_transposes(graph, roots, VelaCalibratedCost("ethos-u85-256")) == []
+    assert folded_transposes(graph, roots, VelaCalibratedCost("ethos-u85-256"), lambda _value: NHWC) == []
 
 
 @pytest.mark.parametrize("target, folds", [("ethos-u55-128", False), ("ethos-u85-256", True)])
@@ -353,3 +353,28 @@ def test_the_slice_readers_hold_both_answers():
     model = VelaCalibratedCost("ethos-u55-128")
     copied = {r for r in SLICE_READERS if slice_prices(*_slice_read_by(r), _types(_slice_read_by(r)[0]), model)["s"] > 0}
     assert copied == {("transpose",), ("slice",), ("reshape",), ("output",), ("clamp", "transpose"), ("unit-reshape-slice",)}
+
+
+@pytest.mark.parametrize("target", ["ethos-u55-128", "ethos-u85-256"])
+@pytest.mark.parametrize(
+    "wide, shape, perm",
+    [([1, 8, 8, 64], [1, 8, 8, 32], [0, 3, 1, 2]), ([1, 8, 8, 64], [1, 8, 8, 32], [0, 2, 1, 3]), ([16, 64], [16, 32], [1, 0]),
+     ([1, 8, 8, 64], [1, 8, 8, 32], [3, 2, 1, 0]), ([2, 8, 8, 64], [2, 8, 8, 32], [0, 3, 1, 2])],
+)
+def test_a_transpose_alone_behind_a_slice_is_folded_into_its_copy_where_vela_folds_it(target, wide, shape, perm):
+    """Single-pass transposes are folded on Ethos-U85; one of several passes, a batched slice, or Ethos-U55 are not."""
+    g = _Graph()
+    x = _clamp(g, "pre", g.input(wide, "int8"), wide, "int8")
+    s = g.op("slice", ts.Op.SLICE, [x, g.shape_const([0] * len(wide)), g.shape_const(shape)], shape, "int8", _attr("SliceAttribute"))
+    g.output(g.op("t", ts.Op.TRANSPOSE, [s], [shape[p] for p in perm], "int8", _attr("TransposeAttribute", perm)))
+    transposes = [layer for layer in estimate(g.tosa.serialize(), target).layers if layer.operator == "Transpose"]
+    folded = all(layer.cycles_total == 0 for layer in transposes)
+    graph = {
+        "x": leaf("x"),
+        "pre": unary("tosa.CLAMP.default#1", "x"),
+        "s": Term("Slice", ("pre",), ((0,) * len(wide), tuple(shape))),
+        "t": Term("Transpose", ("s",), (tuple(perm),)),
+    }
+    types = {"x": wide, "pre": wide, "s": shape, "t": [shape[p] for p in perm]}
+    type_of = lambda value: TensorType(tuple(types[value]), "torch.int8")  # noqa: E731
+    assert folded_transposes(graph, ["t"], VelaCalibratedCost(target), type_of) == (["t"] if folded else [])
