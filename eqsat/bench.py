@@ -367,7 +367,9 @@ def plot_where_cycles_went(row: dict, path: Path) -> None:
 
 
 def write_results(rows: list[dict], out: Path) -> None:
-    (out / "results.json").write_text(json.dumps(rows, indent=1))
+    """results.json, results.md, headline.md and the charts; the graphs the pass was given stay in runs/ only."""
+    slim = [{**r, "reports": [{k: v for k, v in report.items() if k != "graph_before"} for report in r["reports"]]} for r in rows]
+    (out / "results.json").write_text(json.dumps(slim, indent=1))
     with_layers = [r for r in rows if r["stock"].get("layers")]
     where = ["", "## Where the cycles went", "", "Vela's inference cycles per source TOSA operator, stock and eqsat (per-layer `Op Cycles`).", ""]
     where += [where_cycles_went(r) for r in with_layers]

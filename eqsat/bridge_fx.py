@@ -37,7 +37,7 @@ from torch.fx._lazy_graph_module import _LazyGraphModule  # GraphModule that gen
 from torch.fx.node import map_aggregate
 
 from eqsat import ops, terms
-from eqsat.ir import TensorType, Term
+from eqsat.ir import Graph, TensorType, Term
 from eqsat.ops import vec
 from eqsat.ops.nodes import TOSA, node_args, op_name, static_shape, tensor_val
 
@@ -204,6 +204,10 @@ class Read:
 
     def type_of(self, index: int) -> TensorType | None:
         return tensor_type(self.nodes[index])
+
+    def as_ir(self) -> Graph:
+        """The graph as plain data, with the names of its nodes."""
+        return Graph([n.name for n in self.nodes], self.terms, [tensor_type(n) for n in self.nodes], self.outputs)
 
 
 def read_graph(graph_module: fx.GraphModule) -> Read:

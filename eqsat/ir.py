@@ -36,3 +36,37 @@ class TensorType(NamedTuple):
 
     shape: tuple[int, ...]
     dtype: str | None
+
+
+class Graph(NamedTuple):
+    """A graph as terms, as plain data: `terms[i]` computes value i (args are value indices), `types[i]`
+    its type (None: unknown), `names[i]` the name the lowering gives it (Vela names a layer after the
+    tensor it writes), `outputs` the value of each output slot."""
+
+    names: list[str]
+    terms: list[Term]
+    types: list[TensorType | None]
+    outputs: list[int]
+
+    def as_data(self) -> dict:
+        """The graph as JSON-able data (`Graph.from_data` reads it back)."""
+        return {
+            "names": list(self.names),
+            "terms": [[t.op, list(t.args), list(t.attrs)] for t in self.terms],
+            "types": [None if t is None else [list(t.shape), t.dtype] for t in self.types],
+            "outputs": list(self.outputs),
+        }
+
+    @classmethod
+    def from_data(cls, data: dict) -> Graph:
+        return cls(
+            list(data["names"]),
+            [Term(op, tuple(args), _tuples(attrs)) for op, args, attrs in data["terms"]],
+            [None if t is None else TensorType(tuple(t[0]), t[1]) for t in data["types"]],
+            list(data["outputs"]),
+        )
+
+
+def _tuples(value):
+    """JSON's lists back as the tuples terms hold (attributes are hashable)."""
+    return tuple(_tuples(v) for v in value) if isinstance(value, list) else value

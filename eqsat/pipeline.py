@@ -265,14 +265,7 @@ def _phase(report: Report, name: str) -> Iterator[None]:
 def fx_graph_cost(graph_module: fx.GraphModule, model: cost_models.CostModel) -> float:
     """What an FX graph costs, read node by node (eqsat.extract.cost.graph_cost): the graph the pass was
     given, and the graph it wrote back, are priced the same way."""
-    return read_cost(bridge_fx.read_graph(graph_module), model)
-
-
-def read_cost(read: bridge_fx.Read, model: cost_models.CostModel) -> float:
-    """What a graph read into terms costs: each node's type is read once, and nodes of one op
-    configuration are priced once (eqsat.extract.cost.term_costs)."""
-    types = {i: t for i in range(len(read.nodes)) if (t := read.type_of(i)) is not None}
-    return cost_models.graph_cost(read.graph(), read.outputs, types.get, model, cost_models.term_costs(model, types))
+    return cost_models.priced(bridge_fx.read_graph(graph_module).as_ir(), model)
 
 
 def accepts(before: float, after: float, options: Options) -> bool:
@@ -536,7 +529,9 @@ def optimize(graph_module: fx.GraphModule, target: str = "ethos-u55-128", **opti
                 )
                 # what to_egraph read is what read_graph reads, unless duplicates were merged
                 read = loaded.read() if not parsed.merge_duplicates else bridge_fx.read_graph(graph_module)
-                report.cost_before = read_cost(read, model)
+                given = read.as_ir()
+                report.graph_before = given.as_data()
+                report.cost_before = cost_models.priced(given, model)
             report.dialect = loaded.dialect
             deadlines.check()
             optimized = _rebuild(loaded, model, parsed, deadlines, report)

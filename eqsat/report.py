@@ -43,6 +43,9 @@ class Report:
     peak_memory_mb: float | None = None
     """How far the optimizer's worker process grew beyond the process it was forked from (peak RSS), MiB;
     None when it ran in-process."""
+    graph_before: dict | None = None
+    """The graph the pass was given, as terms (`eqsat.ir.Graph.as_data`): what `cost_before` priced, kept so
+    that `eqsat calibrate --report` can price it again after the cost model changes."""
     verification: dict | None = None
     """With verify="vela": which graph the lowering kept ("eqsat" or "original") and Vela's
     `cycles_total` for both (`eqsat.arm_pass`); None when nothing was verified."""

@@ -130,6 +130,8 @@ def test_eqsat_bench_measures_a_users_model_end_to_end(tmp_path, capsys):
     assert layers and sum(layer["cycles_total"] for layer in layers) == row["stock"]["cycles_total"]
     assert "#### build on ethos-u55-128" in printed and "| Conv2D |" in printed  # where the cycles went, per source TOSA op
     assert (out / "layers" / "build__ethos-u55-128.png").exists() and "## Where the cycles went" in (out / "results.md").read_text()
+    (run,) = (out / "runs").glob("*.json")  # the graph the pass was given, for `eqsat calibrate --report`; not in results.json
+    assert json.loads(run.read_text())["reports"][0]["graph_before"]["terms"] and "graph_before" not in row["reports"][0]
 
 
 def test_where_the_cycles_went_groups_layers_by_source_op_and_says_what_changed():

@@ -4,10 +4,17 @@ Two views, both against the pinned Vela:
 - per op family, on held-out shapes that calibration never fitted (another
   seed of the same grid): Spearman rank correlation and mean absolute error;
 - per zoo model and target: the cost model's estimate of the graph at eqsat's
-  insertion point (the pass reports' `cost_before`, summed over delegates)
-  against Vela's `cycles_total` for the TOSA of the stock lowering. These come
-  from the `eqsat bench` rows of a results directory; rows measured with
-  another calibration file are left out (and counted).
+  insertion point against Vela's `cycles_total` for the TOSA of the stock
+  lowering. These come from the `eqsat bench` rows of a results directory:
+  each pass report keeps the graph it was given (`graph_before`), which is
+  priced again with the current calibration, so a cost-model change is
+  re-measured without rerunning the zoo. Rows without it fall back to the
+  report's `cost_before` when measured with the current calibration file, and
+  are left out (and counted) otherwise.
+- per op family, over those models: the estimate of each op against Vela's
+  per-layer `Op Cycles` of the stock TOSA, a layer attributed to the node
+  whose name it carries (Vela names a layer after the tensor it writes, and
+  suffixes the tensors it adds: `_copy`, `_int32`, ...).
 
 The report is written where it is told, with a scatter plot of estimate
 against Vela beside it.
@@ -22,6 +29,8 @@ from pathlib import Path
 import numpy as np
 
 from eqsat.extract import vela_cost
+from eqsat.extract.cost import priced, value_costs
+from eqsat.ir import Graph, Term
 from eqsat.calibration.calibrate import DEFAULT_WORKDIR, measure
 from eqsat.calibration.fit import chain_configs, observations, quality
 from eqsat.calibration.grid import grid
@@ -65,31 +74,112 @@ def heldout_scores(target: str, workdir: Path = DEFAULT_WORKDIR, *, jobs: int = 
     return scores
 
 
-def model_rows(targets: list[str], results: Path) -> tuple[list[dict], int]:
-    """Per benchmarked model and target: the estimate at the insertion point and Vela's cycles_total.
+def family_of(graph: Graph, value: int, target: str) -> str:
+    """The calibration family that prices value (op_config's); "reshape" for a reshape (free unless copied)."""
+    term = graph.terms[value]
+    if term.op == "Reshape":
+        return "reshape"
+    return vela_cost.op_config(term, graph.types[value], [graph.types[a] for a in term.args], target).family
 
-    Read from the rows `eqsat bench` left in results/runs/; rows measured with another calibration
-    file than the target's current one are left out. Returns (rows, how many were left out).
+
+def _kind(term: Term) -> str:
+    """The TOSA op a term reads, spelled as Vela's per-layer `Source` column is once lowercased ("conv2d")."""
+    keyed = term.op in ("Opaque", "Elementwise", "Table", "Reduce") and term.attrs and isinstance(term.attrs[0], str)
+    name = vela_cost.short_op_name(term.attrs[0].split("#", 1)[0]) if keyed else term.op
+    return name.replace("_", "").lower()
+
+
+def node_of_layer(layer: dict, graph: Graph, index: dict[str, int], readers: dict[int, list[int]]) -> int | None:
+    """The node a Vela layer runs.
+
+    Vela names a layer after the tensor it writes (the tensors it adds carry a suffix, `_copy`, `_int32`:
+    the longest prefix at a '_' that names a node) and gives the op it came from (`source`). A layer that
+    writes through fused ops (a CONV2D and its output RESCALE) is the nearest node of that op up the named
+    node's operands; a copy Vela makes of a tensor for a reader (a RESHAPE kept as a MemoryCopy is named
+    `<its input>_copy`) is that reader.
+    """
+    name = layer["name"]
+    while name and name not in index:
+        name = name.rpartition("_")[0]
+    if not name:
+        return None
+    source = layer["source"].lower()
+    frontier = [index[name]]
+    for _ in range(3):
+        for value in frontier:
+            if _kind(graph.terms[value]) == source:
+                return value
+        frontier = [a for value in frontier for a in graph.terms[value].args]
+    return next((r for r in readers.get(index[name], []) if _kind(graph.terms[r]) == source), index[name])
+
+
+def _readers(graph: Graph) -> dict[int, list[int]]:
+    readers: dict[int, list[int]] = {}
+    for value, term in enumerate(graph.terms):
+        for arg in term.args:
+            readers.setdefault(arg, []).append(value)
+    return readers
+
+
+def attribute(graphs: list[Graph], layers: list[dict], target: str, model: vela_cost.VelaCalibratedCost) -> dict[str, list[float]]:
+    """Per op family: [the model's estimate, Vela's Op Cycles] summed over the graphs' nodes and the layers
+    attributed to them (`node_of_layer`); layers no node names go to "unattributed"."""
+    sums: dict[str, list[float]] = {}
+    for graph in graphs:
+        costs = value_costs(dict(enumerate(graph.terms)), graph.outputs, graph.types.__getitem__, model)
+        for value, cost in costs.items():
+            sums.setdefault(family_of(graph, value, target), [0.0, 0.0])[0] += cost
+    indexes = [{name: i for i, name in enumerate(g.names)} for g in graphs]
+    readers = [_readers(g) for g in graphs]
+    for layer in layers:
+        family = "unattributed"
+        for graph, index, read in zip(graphs, indexes, readers):
+            node = node_of_layer(layer, graph, index, read)
+            if node is not None:
+                family = family_of(graph, node, target)
+                break
+        sums.setdefault(family, [0.0, 0.0])[1] += layer["cycles_total"]
+    return sums
+
+
+def model_rows(targets: list[str], results: Path) -> tuple[list[dict], int]:
+    """Per benchmarked model and target: the estimate at the insertion point, Vela's cycles_total and, when the
+    row keeps the graphs, the per-family attribution (`attribute`).
+
+    Read from the rows `eqsat bench` left in results/runs/: the graphs the pass was given are priced with the
+    current calibration; a row without them counts its reports' `cost_before` if measured with the
+    current calibration file, and is left out otherwise. Returns (rows, how many were left out).
     """
     rows, stale = [], 0
+    models = {t: vela_cost.VelaCalibratedCost(t) for t in targets}
     for run in sorted((Path(results) / "runs").glob("*.json")):
         row = json.loads(run.read_text())
-        if row["target"] not in targets:
+        target = row["target"]
+        if target not in targets:
             continue
-        if row.get("calibration") != vela_cost.calibration_digest(row["target"]):
+        reports = row["reports"]
+        families = None
+        if reports and all(r.get("graph_before") for r in reports):
+            graphs = [Graph.from_data(r["graph_before"]) for r in reports]
+            predicted = sum(priced(g, models[target]) for g in graphs)
+            families = attribute(graphs, row["stock"]["layers"], target, models[target])
+        elif row.get("calibration") == vela_cost.calibration_digest(target):
+            estimates = [r["cost_before"] for r in reports]
+            predicted = sum(estimates) if estimates and all(e is not None for e in estimates) else math.nan
+        else:
             stale += 1
             continue
-        estimates = [r["cost_before"] for r in row["reports"]]
-        complete = bool(estimates) and all(e is not None for e in estimates)
-        rows.append(
-            {
-                "model": row["model"],
-                "target": row["target"],
-                "predicted": sum(estimates) if complete else math.nan,
-                "vela_cycles_total": row["stock"]["cycles_total"],
-            }
-        )
+        rows.append({"model": row["model"], "target": target, "predicted": predicted,
+                     "vela_cycles_total": row["stock"]["cycles_total"], "families": families})
     return rows, stale
+
+
+def largest_miss(families: dict[str, list[float]] | None) -> str:
+    """The family whose estimate is furthest from Vela's cycles, as 'family predicted/Vela'."""
+    if not families:
+        return "n/a"
+    family, (predicted, measured) = max(families.items(), key=lambda item: abs(item[1][0] - item[1][1]))
+    return f"{family} {predicted:.0f}/{measured:.0f}"
 
 
 def _percent(predicted: float, measured: float) -> float:
@@ -122,6 +212,29 @@ def _plot(rows: list[dict], path: Path) -> None:
     plt.close(figure)
 
 
+def family_table(rows: list[dict], targets: list[str]) -> list[str]:
+    """Markdown: per op family, the estimate and Vela's Op Cycles summed over the zoo models, per target."""
+    totals: dict[str, dict[str, list[float]]] = {}
+    for r in rows:
+        for family, (predicted, measured) in (r["families"] or {}).items():
+            pair = totals.setdefault(family, {}).setdefault(r["target"], [0.0, 0.0])
+            pair[0] += predicted
+            pair[1] += measured
+    if not totals:
+        return []
+    lines = ["", "### Per op family, summed over the models", ""]
+    lines += ["Each op's estimate (in its graph's context) against Vela's `Op Cycles` of the layers named after it.", ""]
+    lines += ["| family | " + " | ".join(f"{t} estimate | {t} Vela | difference" for t in targets) + " |", "|---|" + "---:|---:|---:|" * len(targets)]
+    order = sorted(totals, key=lambda f: -max(abs(p - m) for p, m in totals[f].values()))
+    for family in order:
+        cells = []
+        for t in targets:
+            p, m = totals[family].get(t, (0.0, 0.0))
+            cells.append(f"{p:.0f} | {m:.0f} | {p - m:+.0f}")
+        lines.append(f"| {family} | " + " | ".join(cells) + " |")
+    return lines
+
+
 def _fmt(value, digits: int = 2) -> str:
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return "n/a"
@@ -152,8 +265,9 @@ def write_report(targets: list[str], path: Path, results: Path, workdir: Path = 
               "eqsat is given, before any rewrite. `Vela` is `cycles_total` of the stock lowering's TOSA. Both come from",
               f"the `eqsat bench` rows in {results}/runs/ measured with the current calibration"
               + (f" ({stale} rows of an older calibration left out: rerun `eqsat bench --out {results}`)." if stale else "."), ""]
-    lines += ["| model | " + " | ".join(f"{t} predicted | {t} Vela | error" for t in targets) + " |"]
-    lines += ["|---|" + "---:|---:|---:|" * len(targets)]
+    lines += ["Per target, the op family whose estimate is furthest from Vela's per-layer `Op Cycles`, as estimate/Vela, follows.", ""]
+    lines += ["| model | " + " | ".join(f"{t} predicted | {t} Vela | error | {t} largest miss" for t in targets) + " |"]
+    lines += ["|---|" + "---:|---:|---:|---|" * len(targets)]
     by_model: dict[str, dict[str, dict]] = {}
     for r in rows:
         by_model.setdefault(r["model"], {})[r["target"]] = r
@@ -161,7 +275,10 @@ def write_report(targets: list[str], path: Path, results: Path, workdir: Path = 
         cells = []
         for t in targets:
             r = per_target.get(t)
-            cells.append(f"{r['predicted']:.0f} | {r['vela_cycles_total']} | {_percent(r['predicted'], r['vela_cycles_total']):+.1f}%" if r else "n/a | n/a | n/a")
+            cells.append(
+                f"{r['predicted']:.0f} | {r['vela_cycles_total']} | {_percent(r['predicted'], r['vela_cycles_total']):+.1f}% | {largest_miss(r['families'])}"
+                if r else "n/a | n/a | n/a | n/a"
+            )
         lines.append(f"| {model_name} | " + " | ".join(cells) + " |")
     summary = []
     for t in targets:
@@ -172,6 +289,7 @@ def write_report(targets: list[str], path: Path, results: Path, workdir: Path = 
     lines += ["", "| target | mean abs error | median abs error | max abs error | models within 15% |", "|---|---:|---:|---:|---:|", *summary]
     if rows:
         lines += ["", f"![estimate vs Vela]({plot_path.name})"]
+    lines += family_table(rows, targets)
 
     lines += ["", "## Held-out shapes: rank correlation per family", ""]
     lines += ["Shapes drawn with another seed and never fitted. Spearman ρ between the model's and Vela's `Op Cycles`; MAPE = mean absolute % error.", ""]

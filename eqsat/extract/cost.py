@@ -20,12 +20,31 @@ convolution in front of it (the layer is named after the transpose's output
 and no layer is left for the convolution's own write; calibration measures
 this on every target, `VelaCalibratedCost.folds_transpose_into_producer`).
 It does so only when the transpose is the one reader of the convolution's
-output. `folded_transposes` prices that: such a transpose costs nothing. On
+output. It folds a transpose of one pass into the MemoryCopy of a SLICE in
+front of it in the same way. `folded_transposes` prices that: such a transpose costs nothing. On
 a small model whose conv output was also returned as it was, a rewrite that
 gave that output a second reader cost +63% cycles_total on U85.
 
+A third context: Vela runs an int8 TABLE as the activation of the op in
+front of it (a `LUT` layer of 0 cycles) when that op is a RESCALE (alone, or
+the output scaling of an ADD, MUL or convolution) or a TRANSPOSE, and the
+TABLE is its one reader. In front of a CLAMP (itself an activation), a SLICE,
+a graph input, or an op whose output has another reader, the TABLE runs as
+its own layer. Measured the same on both targets (`fused_tables`); on
+emg-gru-gesture all 51 TABLEs are fused.
+
+A fourth: Vela folds a SLICE into the read of the op after it (a CLAMP, an
+elementwise op, a RESCALE, a TABLE, a CONCAT, a convolution), but copies it
+(a MemoryCopy of its output) when one of its readers is a TRANSPOSE, a SLICE
+or a RESHAPE, or when it is a graph output; a RESHAPE that only adds or
+drops leading 1s is the same tensor to Vela, and the slice is judged by that
+reshape's readers. Measured the same on both targets (`slice_prices`); the slice family's fit, which per term averages
+these contexts (303 cycles on Ethos-U55 for any slice), cannot tell them
+apart: on emg-gru-gesture (U55) Vela copies 16 of its 64 slices (226 cycles
+each) and folds the rest.
+
 `graph_cost` is the one function that prices a graph: every live term once,
-and both contexts. The pipeline's acceptance and the local search call it.
+and these contexts. The pipeline's acceptance and the local search call it.
 
 Only targets with a calibration file are priced (`cost_model_for`); any
 other target is refused with the command that calibrates it, so a report
@@ -39,7 +58,7 @@ import warnings
 from collections import Counter
 from typing import Callable, Hashable, Iterable, Mapping, Protocol
 
-from eqsat.ir import TensorType, Term
+from eqsat.ir import Graph, TensorType, Term
 from eqsat.extract import vela_cost
 from eqsat.extract.greedy import reachable
 
@@ -116,13 +135,8 @@ def term_costs(model: CostModel, types: Mapping[Hashable, TensorType]) -> Callab
     return term_cost
 
 
-def reshape_copies(
-    graph: dict[Hashable, Term],
-    roots: Iterable[Hashable],
-    type_of: Callable[[Hashable], TensorType | None],
-    model: CostModel,
-) -> float:
-    """What the RESHAPEs of graph that Vela keeps as MemoryCopy cost (see the module docstring).
+def copied_reshapes(graph: dict[Hashable, Term], roots: Iterable[Hashable]) -> list[Hashable]:
+    """The RESHAPEs of graph that Vela keeps as MemoryCopy (see the module docstring).
 
     graph maps each value to the term computing it (operands are values of graph or leaves); roots are
     the graph outputs, each a reader of its value.
@@ -142,7 +156,17 @@ def reshape_copies(
             return False
         return readers[term.args[0]] > 1 or (readers[value] > 1 and value in read_by_reshape)
 
-    return sum(model.memory_copy(type_of(value)) for value, term in graph.items() if copied(value, term))
+    return [value for value, term in graph.items() if copied(value, term)]
+
+
+def reshape_copies(
+    graph: dict[Hashable, Term],
+    roots: Iterable[Hashable],
+    type_of: Callable[[Hashable], TensorType | None],
+    model: CostModel,
+) -> float:
+    """What the RESHAPEs of graph that Vela keeps as MemoryCopy cost."""
+    return sum(model.memory_copy(type_of(value)) for value in copied_reshapes(graph, roots))
 
 
 FOLDED_PERMUTATIONS = frozenset({(0, 3, 1, 2)})
@@ -166,11 +190,31 @@ def _is_convolution_output(graph: dict[Hashable, Term], value: Hashable) -> bool
     return term is not None and term.op == "Opaque" and _opaque_name(term) in ("CONV2D", "convolution")
 
 
-def folded_transposes(graph: dict[Hashable, Term], roots: Iterable[Hashable], model: CostModel) -> list[Hashable]:
-    """The TRANSPOSEs of graph that Vela folds into the write of the convolution in front of them.
+def _copied_slice_output(graph: dict[Hashable, Term], value: Hashable, perm: tuple[int, ...], type_of, model: CostModel) -> bool:
+    """value is an int8/int16 SLICE's output (which Vela copies for a TRANSPOSE reader) that the transpose
+    by perm moves in one pass: the copy writes it transposed."""
+    term, out = graph.get(value), type_of(value)
+    return (
+        term is not None
+        and term.op == "Slice"
+        and out is not None
+        and not vela_cost.is_batched(out)
+        and vela_cost.dtype_name(out) in ("int8", "int16")
+        and len(vela_cost.transpose_passes(tuple(out.shape), perm, vela_cost.target_family(model.target))) == 1
+    )
 
-    On a target that folds, an NHWC -> NCHW transpose is folded when its operand is a CONV2D's output
-    (after its output RESCALE) that nothing else reads and that is not a graph output.
+
+def folded_transposes(
+    graph: dict[Hashable, Term], roots: Iterable[Hashable], model: CostModel, type_of: Callable[[Hashable], TensorType | None]
+) -> list[Hashable]:
+    """The TRANSPOSEs of graph that Vela folds into the write of the op in front of them.
+
+    On a target that folds, a transpose is folded when it is the one reader of its operand, that operand
+    is not a graph output, and it is either a CONV2D's output (after its output RESCALE) written NHWC ->
+    NCHW, or a SLICE's output (which Vela copies for a transpose reader) that the transpose moves in one
+    pass: measured on Ethos-U85 for rank-2 to rank-4 single-pass permutations (0 cycles for the
+    transpose; the copy of a (1, 8, 8, 32) slice 2292 cycles instead of 1608), not for a transpose of
+    several passes nor a batched slice.
     """
     if not model.folds_transpose_into_producer:
         return []
@@ -181,10 +225,114 @@ def folded_transposes(graph: dict[Hashable, Term], roots: Iterable[Hashable], mo
         value
         for value, term in graph.items()
         if term.op == "Transpose"
-        and tuple(term.attrs[0]) in FOLDED_PERMUTATIONS
         and readers[term.args[0]] == 1
-        and _is_convolution_output(graph, term.args[0])
+        and (
+            (tuple(term.attrs[0]) in FOLDED_PERMUTATIONS and _is_convolution_output(graph, term.args[0]))
+            or _copied_slice_output(graph, term.args[0], tuple(term.attrs[0]), type_of, model)
+        )
     ]
+
+
+TABLE_FUSING_PRODUCERS = frozenset({"Rescale", "Transpose"})
+"""The ops whose output write Vela fuses an int8 TABLE into, as measured (see the module docstring);
+an opaque RESCALE counts as a Rescale."""
+
+
+def _fuses_table(term: Term | None) -> bool:
+    return term is not None and (term.op in TABLE_FUSING_PRODUCERS or (term.op in ("Opaque", "Elementwise") and _opaque_name(term) == "RESCALE"))
+
+
+def fused_tables(
+    graph: dict[Hashable, Term], roots: Iterable[Hashable], type_of: Callable[[Hashable], TensorType | None]
+) -> list[Hashable]:
+    """The int8 TABLEs of graph that Vela runs as the activation of the op in front of them, at 0 cycles:
+    the TABLE is the one reader of a RESCALE's or TRANSPOSE's output that is not a graph output."""
+    readers = Counter(roots)
+    for term in graph.values():
+        readers.update(term.args)
+    return [
+        value
+        for value, term in graph.items()
+        if term.op == "Table"
+        and vela_cost.dtype_name(type_of(term.args[0])) == "int8"
+        and readers[term.args[0]] == 1
+        and _fuses_table(graph.get(term.args[0]))
+    ]
+
+
+SLICE_COPYING_READERS = frozenset({"Transpose", "Slice", "Reshape"})
+"""The readers Vela cannot fold a SLICE into, as measured (see the module docstring)."""
+
+
+def _drops_unit_dims_only(source: TensorType | None, target: TensorType | None) -> bool:
+    """A reshape that only adds or drops leading 1s: the same tensor in Vela's padded 4-D shapes."""
+
+    def core(t: TensorType) -> tuple[int, ...]:
+        dims = list(t.shape)
+        while dims and dims[0] == 1:
+            dims.pop(0)
+        return tuple(dims)
+
+    return source is not None and target is not None and core(source) == core(target)
+
+
+def slice_prices(
+    graph: dict[Hashable, Term], roots: Iterable[Hashable], type_of: Callable[[Hashable], TensorType | None], model: CostModel
+) -> dict[Hashable, float]:
+    """What each int8/int16 SLICE of graph costs in its context: a MemoryCopy of its output if a reader
+    cannot read through it (or it is a graph output), else 0. A RESHAPE that only adds or drops leading
+    1s is seen through (its readers read the slice). Batched slices (leading dimensions beyond HWC,
+    copied one index at a time) and int32 ones keep the model's price."""
+    readers: dict[Hashable, list[Hashable]] = {}  # of the first operand: the copying readers have no other
+    for value, term in graph.items():
+        for arg in term.args[:1]:
+            readers.setdefault(arg, []).append(value)
+    outputs = set(roots)
+
+    def copied(value: Hashable) -> bool:
+        if value in outputs:
+            return True
+        for reader in readers.get(value, []):
+            term = graph[reader]
+            if term.op == "Reshape" and _drops_unit_dims_only(type_of(value), type_of(reader)):
+                if copied(reader):
+                    return True
+            elif term.op in SLICE_COPYING_READERS:
+                return True
+        return False
+
+    prices = {}
+    for value, term in graph.items():
+        out = type_of(value)
+        if term.op != "Slice" or out is None or vela_cost.is_batched(out) or vela_cost.dtype_name(out) not in ("int8", "int16"):
+            continue
+        prices[value] = model.memory_copy(out) if copied(value) else 0.0
+    return prices
+
+
+def value_costs(
+    graph: dict[Hashable, Term],
+    roots: list[Hashable],
+    type_of: Callable[[Hashable], TensorType | None],
+    model: CostModel,
+    term_cost: Callable[[Hashable, Term], float] | None = None,
+) -> dict[Hashable, float]:
+    """What each value that the roots read costs, in the contexts Vela prices differently (reshapes kept
+    as copies, transposes folded into their producer, TABLEs fused into theirs).
+
+    graph maps each value to the term computing it (every operand is a value of graph); roots are
+    the graph outputs. term_cost(value, term) defaults to the model's cost with the types of type_of.
+    """
+    if term_cost is None:
+        term_cost = lambda value, term: model.cost(term, type_of(value), [type_of(a) for a in term.args])  # noqa: E731
+    live = {value: graph[value] for value in reachable(graph, roots)}
+    costs = {value: term_cost(value, term) for value, term in live.items()}
+    for value in [*folded_transposes(live, roots, model, type_of), *fused_tables(live, roots, type_of)]:
+        costs[value] = 0.0
+    costs.update(slice_prices(live, roots, type_of, model))
+    for value in copied_reshapes(live, roots):
+        costs[value] += model.memory_copy(type_of(value))
+    return costs
 
 
 def graph_cost(
@@ -194,15 +342,19 @@ def graph_cost(
     model: CostModel,
     term_cost: Callable[[Hashable, Term], float] | None = None,
 ) -> float:
-    """What a graph costs: every term that the roots read, once, with the contexts Vela prices differently
-    (reshapes kept as copies, transposes folded into their producer).
-
-    graph maps each value to the term computing it (every operand is a value of graph); roots are
-    the graph outputs. term_cost(value, term) defaults to the model's cost with the types of type_of.
+    """What a graph costs: every term that the roots read, once, in the contexts Vela prices differently
+    (the sum of value_costs; the reshape copies added last).
     """
     if term_cost is None:
         term_cost = lambda value, term: model.cost(term, type_of(value), [type_of(a) for a in term.args])  # noqa: E731
     live = {value: graph[value] for value in reachable(graph, roots)}
-    folded = set(folded_transposes(live, roots, model))
-    total = sum(term_cost(value, term) for value, term in live.items() if value not in folded)
-    return total + reshape_copies(live, roots, type_of, model)
+    free = {*folded_transposes(live, roots, model, type_of), *fused_tables(live, roots, type_of)}
+    slices = slice_prices(live, roots, type_of, model)
+    total = sum(term_cost(value, term) for value, term in live.items() if value not in free and value not in slices)
+    return total + sum(slices.values()) + reshape_copies(live, roots, type_of, model)
+
+
+def priced(graph: Graph, model: CostModel) -> float:
+    """What graph costs (graph_cost of its terms, each op configuration priced once)."""
+    types = {value: t for value, t in enumerate(graph.types) if t is not None}
+    return graph_cost(dict(enumerate(graph.terms)), graph.outputs, types.get, model, term_costs(model, types))

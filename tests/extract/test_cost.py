@@ -5,7 +5,7 @@ import tosa_serializer as ts
 
 from eqsat.ir import TensorType, Term
 from eqsat.calibration.graphs import _attr, _clamp, _Graph
-from eqsat.extract.cost import folded_transposes, graph_cost, reshape_copies, term_costs
+from eqsat.extract.cost import folded_transposes, fused_tables, graph_cost, reshape_copies, slice_prices, term_costs, value_costs
 from eqsat.extract.vela_cost import VelaCalibratedCost
 from eqsat.vela import estimate
 
@@ -136,9 +136,9 @@ def test_a_transpose_that_alone_reads_a_convolution_is_folded_where_vela_folds_i
     model = VelaCalibratedCost(target)
     assert model.folds_transpose_into_producer == folds
     alone, roots = conv_then_transpose(second_reader=False)
-    assert folded_transposes(alone, roots, model) == (["t"] if folds else [])
+    assert folded_transposes(alone, roots, model, lambda _value: NHWC) == (["t"] if folds else [])
     shared, roots = conv_then_transpose(second_reader=True)
-    assert folded_transposes(shared, roots, model) == []
+    assert folded_transposes(shared, roots, model, lambda _value: NHWC) == []
     transpose = model.cost(alone["t"], NHWC, [NHWC])
     priced = graph_cost(alone, ["t"], lambda _value: NHWC, model)
     assert graph_cost(shared, ["t", "rescale"], lambda _value: NHWC, model) - priced == pytest.approx(transpose if folds else 0.0)
@@ -148,7 +148,7 @@ def test_a_transpose_that_alone_reads_a_convolution_is_folded_where_vela_folds_i
 def test_only_the_fold_calibration_measured_is_assumed(producer, perm):
     """A CONV2D's output written NCHW was measured folded; a MATMUL's output, or another permutation, was not."""
     graph, roots = conv_then_transpose(second_reader=False, producer=producer, perm=perm)
-    assert folded_transposes(graph, roots, VelaCalibratedCost("ethos-u85-256")) == []
+    assert folded_transposes(graph, roots, VelaCalibratedCost("ethos-u85-256"), lambda _value: NHWC) == []
 
 
 @pytest.mark.parametrize("target, folds", [("ethos-u55-128", False), ("ethos-u85-256", True)])
@@ -159,3 +159,222 @@ def test_vela_writes_a_convolution_output_transposed_only_where_the_calibration_
     names = [layer.name for layer in estimate(graph, target).layers]
     (transposed,) = [t for t, role in layouts[0].producer.items() if role == "transpose"]
     assert all(name == transposed for name in names) == folds, names  # no layer writes the convolution's own output
+
+
+INT8 = TensorType((1, 16, 16, 32), "torch.int8")
+
+
+def _tosa_table_after(producer: str, other_reader: bool) -> bytes:
+    """producer -> int8 TABLE -> output as the Arm backend writes it, the producer's output also clamped and
+    returned when other_reader."""
+    import numpy as np
+
+    from eqsat.calibration.graphs import _binary, _conv, _rescale
+
+    g, shape = _Graph(), [1, 16, 16, 32]
+    x = g.input(shape, "int8")
+    if producer == "add":
+        a, b = (_rescale(g, f"in{i}", g.input(shape, "int8") if i else x, shape, "int8", "int32", "add") for i in range(2))
+        p = _rescale(g, "out", _binary(g, "add", "ADD", a, b, shape), shape, "int32", "int8", "add_out")
+    elif producer == "conv":
+        p, shape = _conv(g, "conv", x, {"h": 16, "w": 16, "cin": 32, "cout": 32, "k": 3, "stride": 1})
+    elif producer == "rescale":
+        p = _rescale(g, "rescale", x, shape, "int8", "int8", "requant")
+    elif producer == "transpose":
+        p = g.op("transpose", ts.Op.TRANSPOSE, [x], shape, "int8", _attr("TransposeAttribute", [0, 2, 1, 3]))
+    elif producer == "clamp":
+        p = _clamp(g, "clamp", x, shape, "int8")
+    elif producer == "slice":
+        wide = g.input([1, 16, 16, 64], "int8")
+        p = g.op("slice", ts.Op.SLICE, [wide, g.shape_const([0, 0, 0, 0]), g.shape_const(shape)], shape, "int8", _attr("SliceAttribute"))
+    else:
+        p = x
+    if other_reader:
+        g.output(_clamp(g, "other", p, shape, "int8"))
+    lut = g.const([256], "int8", np.arange(-128, 128, dtype=np.int8))
+    g.output(g.op("table", ts.Op.TABLE, [p, lut], shape, "int8", _attr("TableAttribute")))
+    return g.tosa.serialize()
+
+
+def _table_after(producer: str, other_reader: bool) -> tuple[dict, list[str]]:
+    """The terms of _tosa_table_after's graph: p is the TABLE's input, t the TABLE."""
+    per_tensor, per_channel = ("torch.int8", (3,), (30,), 0, 0, ""), ("torch.int8", (3, 5), (30, 30), 0, 0, "")
+    producers = {
+        "add": lambda: Term("Rescale", ("sum",), per_tensor),
+        "conv": lambda: Term("Rescale", ("conv",), per_channel),
+        "rescale": lambda: Term("Rescale", ("x",), per_tensor),
+        "transpose": lambda: Term("Transpose", ("x",), ((0, 2, 1, 3),)),
+        "clamp": lambda: unary("tosa.CLAMP.default#1", "x"),
+        "slice": lambda: Term("Slice", ("x",), ((0, 0, 0, 0), (1, 16, 16, 32))),
+        "input": lambda: leaf("p"),
+    }
+    graph = {
+        "x": leaf("x"),
+        "lut": leaf("lut"),
+        "sum": unary("tosa.ADD.default#1", "x"),
+        "conv": Term("Opaque", ("x", "lut"), ("tosa.CONV2D.default#1",)),
+        "p": producers[producer](),
+        "t": Term("Table", ("p", "lut"), ("tosa.TABLE.default#1",)),
+    }
+    roots = ["t"]
+    if other_reader:
+        graph["other"] = unary("tosa.CLAMP.default#2", "p")
+        roots.append("other")
+    return graph, roots
+
+
+TABLE_CONTEXTS = [
+    *((producer, False) for producer in ("add", "conv", "rescale", "transpose", "clamp", "slice", "input")),
+    ("rescale", True),
+    ("transpose", True),
+]
+
+
+@pytest.mark.parametrize("target", ["ethos-u55-128", "ethos-u85-256"])
+@pytest.mark.parametrize("producer, other_reader", TABLE_CONTEXTS)
+def test_a_table_is_free_where_vela_fuses_it_into_its_producer(target, producer, other_reader):
+    (lut,) = [layer for layer in estimate(_tosa_table_after(producer, other_reader), target).layers if layer.operator == "LUT"]
+    fused = lut.cycles_total == 0
+    graph, roots = _table_after(producer, other_reader)
+    assert fused_tables(graph, roots, lambda _value: INT8) == (["t"] if fused else [])
+    model = VelaCalibratedCost(target)
+    costs = value_costs(graph, roots, lambda _value: INT8, model)
+    alone = model.cost(graph["t"], INT8, [INT8, INT8])
+    assert alone > 0
+    assert costs["t"] == (0.0 if fused else alone)
+    assert graph_cost(graph, roots, lambda _value: INT8, model) == pytest.approx(sum(costs.values()))
+
+
+def test_the_table_contexts_hold_both_answers():
+    """The contexts above are not all one answer: Vela fuses the TABLE in some and runs it alone in others."""
+    fused = {(p, o) for p, o in TABLE_CONTEXTS if fused_tables(*_table_after(p, o), lambda _value: INT8)}
+    assert fused == {("add", False), ("conv", False), ("rescale", False), ("transpose", False)}
+
+
+SLICED = TensorType((1, 8, 8, 32), "torch.int8")
+
+
+def _tosa_slice_read_by(readers: tuple[str, ...]) -> bytes:
+    """CLAMP -> SLICE (1, 8, 8, 64) -> (1, 8, 8, 32), read by each of readers ("output": returned)."""
+    import numpy as np
+
+    from eqsat.calibration.graphs import _rescale
+
+    g, shape = _Graph(), [1, 8, 8, 32]
+    wide = _clamp(g, "pre", g.input([1, 8, 8, 64], "int8"), [1, 8, 8, 64], "int8")
+    s = g.op("slice", ts.Op.SLICE, [wide, g.shape_const([0, 0, 0, 0]), g.shape_const(shape)], shape, "int8", _attr("SliceAttribute"))
+    for i, kind in enumerate(readers):
+        if kind == "clamp":
+            g.output(_clamp(g, f"r{i}", s, shape, "int8"))
+        elif kind == "rescale":
+            g.output(_rescale(g, f"r{i}", s, shape, "int8", "int8", "requant"))
+        elif kind == "table":
+            lut = g.const([256], "int8", np.arange(-128, 128, dtype=np.int8))
+            g.output(g.op(f"r{i}", ts.Op.TABLE, [s, lut], shape, "int8", _attr("TableAttribute")))
+        elif kind == "concat":
+            g.output(g.op(f"r{i}", ts.Op.CONCAT, [s, g.input(shape, "int8")], [1, 8, 8, 64], "int8", _attr("ConcatAttribute", 3)))
+        elif kind == "transpose":
+            g.output(g.op(f"r{i}", ts.Op.TRANSPOSE, [s], [1, 32, 8, 8], "int8", _attr("TransposeAttribute", [0, 3, 1, 2])))
+        elif kind == "slice":
+            half = g.op(f"r{i}", ts.Op.SLICE, [s, g.shape_const([0, 0, 0, 0]), g.shape_const([1, 8, 8, 16])], [1, 8, 8, 16], "int8", _attr("SliceAttribute"))
+            g.output(half)
+        elif kind == "reshape":
+            flat = g.op(f"r{i}", ts.Op.RESHAPE, [s, g.shape_const([64, 32])], [64, 32], "int8", _attr("ReshapeAttribute"))
+            g.output(_clamp(g, f"after{i}", flat, [64, 32], "int8"))
+        elif kind.startswith("unit-reshape"):  # drops the leading 1, then is read by a CLAMP or a SLICE
+            view = g.op(f"r{i}", ts.Op.RESHAPE, [s, g.shape_const([8, 8, 32])], [8, 8, 32], "int8", _attr("ReshapeAttribute"))
+            if kind.endswith("slice"):
+                g.output(g.op(f"after{i}", ts.Op.SLICE, [view, g.shape_const([0, 0, 0]), g.shape_const([8, 8, 16])], [8, 8, 16], "int8", _attr("SliceAttribute")))
+            else:
+                g.output(_clamp(g, f"after{i}", view, [8, 8, 32], "int8"))
+        else:
+            g.output(s)
+    return g.tosa.serialize()
+
+
+def _types(graph: dict):
+    """The type of each value of a _slice_read_by graph: reshapes and slices give theirs, the rest is SLICED."""
+
+    def type_of(value):
+        term = graph[value]
+        shape = {"Reshape": lambda: term.attrs[0], "Slice": lambda: term.attrs[1]}.get(term.op, lambda: SLICED.shape)()
+        return TensorType(tuple(shape), "torch.int8")
+
+    return type_of
+
+
+def _slice_read_by(readers: tuple[str, ...]) -> tuple[dict, list[str]]:
+    graph = {"x": leaf("x"), "lut": leaf("lut"), "pre": unary("tosa.CLAMP.default#1", "x"), "s": Term("Slice", ("pre",), ((0, 0, 0, 0), (1, 8, 8, 32)))}
+    terms = {
+        "clamp": lambda: unary("tosa.CLAMP.default#2", "s"),
+        "rescale": lambda: Term("Rescale", ("s",), ("torch.int8", (3,), (30,), 0, 0, "")),
+        "table": lambda: Term("Table", ("s", "lut"), ("tosa.TABLE.default#1",)),
+        "concat": lambda: Term("Concat", ("s", "x"), (3,)),
+        "transpose": lambda: Term("Transpose", ("s",), ((0, 3, 1, 2),)),
+        "slice": lambda: Term("Slice", ("s",), ((0, 0, 0, 0), (1, 8, 8, 16))),
+        "reshape": lambda: Term("Reshape", ("s",), ((64, 32),)),
+    }
+    roots = []
+    for i, kind in enumerate(readers):
+        if kind == "output":
+            roots.append("s")
+            continue
+        if kind.startswith("unit-reshape"):
+            graph[f"r{i}"] = Term("Reshape", ("s",), ((8, 8, 32),))
+            after = Term("Slice", (f"r{i}",), ((0, 0, 0), (8, 8, 16))) if kind.endswith("slice") else unary("tosa.CLAMP.default#3", f"r{i}")
+            graph[f"after{i}"] = after
+            roots.append(f"after{i}")
+            continue
+        graph[f"r{i}"] = terms[kind]()
+        roots.append(f"r{i}")
+    return graph, roots
+
+
+SLICE_READERS = [
+    ("clamp",), ("rescale",), ("table",), ("concat",), ("clamp", "clamp"), ("transpose",), ("slice",), ("reshape",), ("output",),
+    ("clamp", "transpose"), ("unit-reshape",), ("unit-reshape-slice",),
+]
+
+
+@pytest.mark.parametrize("target", ["ethos-u55-128", "ethos-u85-256"])
+@pytest.mark.parametrize("readers", SLICE_READERS, ids="+".join)
+def test_a_slice_is_folded_into_its_readers_or_copied_as_vela_does(target, readers):
+    layers = estimate(_tosa_slice_read_by(readers), target).layers
+    copies = sum(layer.operator == "MemoryCopy" and layer.source_operator == "Slice" for layer in layers)
+    graph, roots = _slice_read_by(readers)
+    model = VelaCalibratedCost(target)
+    prices = slice_prices(graph, roots, _types(graph), model)
+    assert sum(price > 0 for price in prices.values()) == copies
+    assert prices["s"] in (0.0, model.memory_copy(SLICED))
+    assert value_costs(graph, roots, _types(graph), model)["s"] == prices["s"]
+
+
+def test_the_slice_readers_hold_both_answers():
+    model = VelaCalibratedCost("ethos-u55-128")
+    copied = {r for r in SLICE_READERS if slice_prices(*_slice_read_by(r), _types(_slice_read_by(r)[0]), model)["s"] > 0}
+    assert copied == {("transpose",), ("slice",), ("reshape",), ("output",), ("clamp", "transpose"), ("unit-reshape-slice",)}
+
+
+@pytest.mark.parametrize("target", ["ethos-u55-128", "ethos-u85-256"])
+@pytest.mark.parametrize(
+    "wide, shape, perm",
+    [([1, 8, 8, 64], [1, 8, 8, 32], [0, 3, 1, 2]), ([1, 8, 8, 64], [1, 8, 8, 32], [0, 2, 1, 3]), ([16, 64], [16, 32], [1, 0]),
+     ([1, 8, 8, 64], [1, 8, 8, 32], [3, 2, 1, 0]), ([2, 8, 8, 64], [2, 8, 8, 32], [0, 3, 1, 2])],
+)
+def test_a_transpose_alone_behind_a_slice_is_folded_into_its_copy_where_vela_folds_it(target, wide, shape, perm):
+    """Single-pass transposes are folded on Ethos-U85; one of several passes, a batched slice, or Ethos-U55 are not."""
+    g = _Graph()
+    x = _clamp(g, "pre", g.input(wide, "int8"), wide, "int8")
+    s = g.op("slice", ts.Op.SLICE, [x, g.shape_const([0] * len(wide)), g.shape_const(shape)], shape, "int8", _attr("SliceAttribute"))
+    g.output(g.op("t", ts.Op.TRANSPOSE, [s], [shape[p] for p in perm], "int8", _attr("TransposeAttribute", perm)))
+    transposes = [layer for layer in estimate(g.tosa.serialize(), target).layers if layer.operator == "Transpose"]
+    folded = all(layer.cycles_total == 0 for layer in transposes)
+    graph = {
+        "x": leaf("x"),
+        "pre": unary("tosa.CLAMP.default#1", "x"),
+        "s": Term("Slice", ("pre",), ((0,) * len(wide), tuple(shape))),
+        "t": Term("Transpose", ("s",), (tuple(perm),)),
+    }
+    types = {"x": wide, "pre": wide, "s": shape, "t": [shape[p] for p in perm]}
+    type_of = lambda value: TensorType(tuple(types[value]), "torch.int8")  # noqa: E731
+    assert folded_transposes(graph, ["t"], VelaCalibratedCost(target), type_of) == (["t"] if folded else [])

@@ -1,0 +1,81 @@
+"""`eqsat calibrate --report`: whole models re-priced from the graphs the bench rows keep, and attributed per op."""
+
+import json
+import math
+
+import pytest
+
+import eqsat
+from eqsat.calibration.report import attribute, model_rows, node_of_layer
+from eqsat.extract import vela_cost
+from eqsat.extract.cost import priced
+from eqsat.extract.vela_cost import VelaCalibratedCost
+from eqsat.ir import Graph, TensorType, Term
+from tests.test_optimize import permute_graph
+
+TARGET = "ethos-u55-128"
+INT8 = TensorType((1, 8, 8, 16), "torch.int8")
+
+
+def test_the_graph_a_report_keeps_prices_to_its_cost_before():
+    _, report = eqsat.optimize(permute_graph(), target=TARGET)
+    graph = Graph.from_data(json.loads(json.dumps(report.as_dict()))["graph_before"])
+    assert len(graph.terms) == len(graph.names) > 2
+    assert priced(graph, VelaCalibratedCost(TARGET)) == report.cost_before > 0
+
+
+def conv_graph() -> Graph:
+    """input -> CONV2D -> per-channel RESCALE -> TRANSPOSE, as the Arm backend names them."""
+    terms = [
+        Term("Opaque", (), ("x",)),
+        Term("Opaque", (), ("w",)),
+        Term("Opaque", (0, 1), ("tosa.CONV2D.default#1",)),
+        Term("Rescale", (2,), ("torch.int8", (3, 5), (30, 30), 0, 0, "")),
+        Term("Transpose", (3,), ((0, 3, 1, 2),)),
+    ]
+    types = [INT8, TensorType((16, 3, 3, 16), "torch.int8"), INT8._replace(dtype="torch.int32"), INT8, TensorType((1, 16, 8, 8), "torch.int8")]
+    return Graph(["x", "w", "tosa_conv2d_default", "tosa_rescale_default", "tosa_transpose_default"], terms, types, [4])
+
+
+def test_a_layer_goes_to_the_node_it_names_or_up_its_operands_to_the_op_it_came_from():
+    graph = conv_graph()
+    index, readers = {name: i for i, name in enumerate(graph.names)}, {0: [2], 1: [2], 2: [3], 3: [4]}
+    assert node_of_layer({"name": "tosa_transpose_default", "source": "Transpose"}, graph, index, readers) == 4
+    assert node_of_layer({"name": "tosa_transpose_default_int32", "source": "Transpose"}, graph, index, readers) == 4
+    assert node_of_layer({"name": "tosa_rescale_default", "source": "Conv2D"}, graph, index, readers) == 2  # written through the fused RESCALE
+    assert node_of_layer({"name": "tosa_rescale_default_copy", "source": "Transpose"}, graph, index, readers) == 4  # a copy for its reader
+    assert node_of_layer({"name": "tosa_transpose_default", "source": "Rescale"}, graph, index, readers) == 3  # a RESCALE term is one
+    assert node_of_layer({"name": "#17", "source": "Conv2D"}, graph, index, readers) is None
+
+
+def test_attribution_sums_the_estimate_and_vela_per_family():
+    graph, model = conv_graph(), VelaCalibratedCost(TARGET)
+    layers = [
+        {"name": "tosa_rescale_default", "source": "Conv2D", "cycles_total": 1000},
+        {"name": "tosa_transpose_default", "source": "Transpose", "cycles_total": 300},
+        {"name": "#3", "source": "Transpose", "cycles_total": 7},
+    ]
+    families = attribute([graph], layers, TARGET, model)
+    assert families["conv2d"][1] == 1000 and families["transpose/int8"][1] == 300 and families["unattributed"] == [0.0, 7.0]
+    assert sum(p for p, _ in families.values()) == pytest.approx(priced(graph, model))
+
+
+def write_row(runs, model, graph: Graph | None, calibration: str, cost_before: float = 5.0) -> None:
+    report = {"cost_before": cost_before, "graph_before": graph.as_data() if graph else None}
+    row = {"model": model, "target": TARGET, "calibration": calibration, "reports": [report], "stock": {"cycles_total": 100, "layers": []}}
+    (runs / f"{model}__{TARGET}.json").write_text(json.dumps(row))
+
+
+def test_rows_are_priced_again_from_their_graphs_whatever_calibration_measured_them(tmp_path):
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    current = vela_cost.calibration_digest(TARGET)
+    write_row(runs, "kept-graph", conv_graph(), "an older calibration")
+    write_row(runs, "no-graph-current", None, current)
+    write_row(runs, "no-graph-stale", None, "an older calibration")
+    rows, stale = model_rows([TARGET], tmp_path)
+    by_model = {r["model"]: r for r in rows}
+    assert stale == 1 and set(by_model) == {"kept-graph", "no-graph-current"}
+    assert by_model["kept-graph"]["predicted"] == pytest.approx(priced(conv_graph(), VelaCalibratedCost(TARGET)))
+    assert by_model["no-graph-current"]["predicted"] == 5.0 and by_model["no-graph-current"]["families"] is None
+    assert not math.isnan(by_model["kept-graph"]["predicted"])
