@@ -253,12 +253,35 @@ def test_rescale_is_read_with_the_serializer_multipliers_and_shifts():
     assert scales_of((1 << 30,), (32,)) == [0.25]
 
 
-def test_duplicate_rescales_stay_apart_by_default_and_merge_on_request():
+def test_duplicate_input_rescales_stay_apart_even_when_duplicates_merge():
     gm, a, b = _duplicate_rescales()
-    first, second = classes_of(gm, a.name, b.name)
-    assert first != second
+    assert classes_of(gm, a.name, b.name)[0] != classes_of(gm, a.name, b.name)[1]
     first, second = classes_of(gm, a.name, b.name, merge_duplicates=True)
-    assert first == second
+    assert first != second
+
+
+def _duplicate_difference():
+    """x - mean computed twice, as the Arm backend lowers a layer norm: input RESCALEs, SUB, output RESCALE."""
+    g = GraphBuilder()
+    x, mean = g.input("x", (1, 4, 8)), g.input("mean", (1, 4, 1))
+    with TosaLoweringContext(U55_SPEC):
+        def difference():
+            wide_x = g.call(TOSA.RESCALE.default, x, torch.int32, [0.5], 0, 0)
+            wide_mean = g.call(TOSA.RESCALE.default, mean, torch.int32, [0.5], 0, 0)
+            return g.call(TOSA.RESCALE.default, g.call(TOSA.SUB.default, wide_x, wide_mean), torch.int8, [0.25], 0, 0)
+
+        first, second = difference(), difference()
+    return g.output(first, second), first, second
+
+
+def test_duplicate_ops_on_duplicate_input_rescales_merge_on_request():
+    gm, first, second = _duplicate_difference()
+    nodes = list(gm.graph.nodes)[:-1]  # x, mean, then per difference: 2 input RESCALEs, SUB, output RESCALE
+    assert bridge_fx.duplicate_pairs(nodes) == [(4, 8), (5, 9)]  # the SUBs and the output RESCALEs, not the input RESCALEs
+    a, b = classes_of(gm, first.name, second.name)
+    assert a != b
+    a, b = classes_of(gm, first.name, second.name, merge_duplicates=True)
+    assert a == b
 
 
 def test_tosa_pad_reads_its_const_shape_padding_and_writes_a_new_pad_back():

@@ -24,6 +24,15 @@ output. `folded_transposes` prices that: such a transpose costs nothing. On
 a small model whose conv output was also returned as it was, a rewrite that
 gave that output a second reader cost +63% cycles_total on U85.
 
+A third: an input RESCALE (per tensor, into int32) is fused by Vela into
+the ADD, SUB or MUL that reads it, if that op is its only reader. When
+several ops read one, it runs alone and its readers run without it: merging
+every duplicate op of tds-conv1d, input rescales included, cost +18.8%
+cycles_total on U55 (a shared (1, 64, 32) rescale: a 3072-cycle standalone
+rescale, and its MUL reader 2560 + 2560 instead of 2048 fused: 6144 more;
+the calibrated standalone int8 -> int32 rescale of that shape is 6282).
+`shared_input_rescales` prices that standalone rescale.
+
 `graph_cost` is the one function that prices a graph: every live term once,
 and both contexts. The pipeline's acceptance and the local search call it.
 
@@ -57,6 +66,9 @@ class CostModel(Protocol):
 
     def memory_copy(self, tensor: TensorType | None) -> float:
         """The cost of copying tensor once (a RESHAPE that Vela cannot remove)."""
+
+    def standalone_input_rescale(self, source: TensorType | None, out: TensorType | None) -> float:
+        """The cost of an input RESCALE from source to out run alone (not fused into the op reading it)."""
 
 
 class UncalibratedTargetError(ValueError):
@@ -145,6 +157,34 @@ def reshape_copies(
     return sum(model.memory_copy(type_of(value)) for value, term in graph.items() if copied(value, term))
 
 
+def _is_input_rescale(term: Term, out: TensorType | None) -> bool:
+    """A per-tensor RESCALE into int32: the input scaling of the ADD, SUB or MUL that reads it."""
+    if term.op == "Rescale":
+        return term.attrs[0] == "torch.int32" and len(term.attrs[1]) == 1
+    return term.op == "Elementwise" and _opaque_name(term) == "RESCALE" and out is not None and out.dtype == "torch.int32"
+
+
+def shared_input_rescales(
+    graph: dict[Hashable, Term],
+    roots: Iterable[Hashable],
+    type_of: Callable[[Hashable], TensorType | None],
+    model: CostModel,
+) -> float:
+    """What the input RESCALEs of graph that several ops read cost on top of their price (see the module docstring).
+
+    Vela fuses an input RESCALE into the op that reads it, when that op is its only reader; a shared one
+    runs alone: priced as the standalone RESCALE it becomes.
+    """
+    readers = Counter(roots)
+    for term in graph.values():
+        readers.update(set(term.args))  # an op that reads it twice is one reader
+    return sum(
+        model.standalone_input_rescale(type_of(term.args[0]), type_of(value))
+        for value, term in graph.items()
+        if readers[value] > 1 and _is_input_rescale(term, type_of(value))
+    )
+
+
 FOLDED_PERMUTATIONS = frozenset({(0, 3, 1, 2)})
 """The transposes calibration saw folded: a CONV2D's NHWC output written as NCHW (ctx_transpose_conv).
 Others are not assumed folded: taking a MATMUL's output or a rank-3 transpose for free cost
@@ -195,7 +235,7 @@ def graph_cost(
     term_cost: Callable[[Hashable, Term], float] | None = None,
 ) -> float:
     """What a graph costs: every term that the roots read, once, with the contexts Vela prices differently
-    (reshapes kept as copies, transposes folded into their producer).
+    (reshapes kept as copies, transposes folded into their producer, input rescales that several ops read).
 
     graph maps each value to the term computing it (every operand is a value of graph); roots are
     the graph outputs. term_cost(value, term) defaults to the model's cost with the types of type_of.
@@ -205,4 +245,4 @@ def graph_cost(
     live = {value: graph[value] for value in reachable(graph, roots)}
     folded = set(folded_transposes(live, roots, model))
     total = sum(term_cost(value, term) for value, term in live.items() if value not in folded)
-    return total + reshape_copies(live, roots, type_of, model)
+    return total + reshape_copies(live, roots, type_of, model) + shared_input_rescales(live, roots, type_of, model)

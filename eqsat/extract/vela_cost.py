@@ -569,6 +569,13 @@ class VelaCalibratedCost:
             return 0.0
         return op_cycles(model, OpConfig("isolated/rescale", _basic(accumulator)))
 
+    def standalone_input_rescale(self, source: TensorType | None, out: TensorType | None) -> float:
+        """An input RESCALE (source -> int32) that Vela cannot fuse into the op reading it (measured alone)."""
+        model = self._models.get(f"isolated/rescale/{dtype_name(source)}->int32") or self._models.get("isolated/rescale/int8->int32")
+        if model is None:
+            return 0.0
+        return op_cycles(model, OpConfig("isolated/rescale", _basic(out)))
+
     def cost_of(self, config: OpConfig) -> float:
         if config.fixed is not None:
             return config.fixed

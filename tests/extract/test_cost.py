@@ -159,3 +159,36 @@ def test_vela_writes_a_convolution_output_transposed_only_where_the_calibration_
     names = [layer.name for layer in estimate(graph, target).layers]
     (transposed,) = [t for t, role in layouts[0].producer.items() if role == "transpose"]
     assert all(name == transposed for name in names) == folds, names  # no layer writes the convolution's own output
+
+
+WIDE = TensorType((1, 64, 32), "torch.int32")
+
+
+def input_rescale(x: str, tag: int) -> Term:
+    return Term("Rescale", (x,), ("torch.int32", (1 << 30,), (31,), 0, 0, tag))
+
+
+def test_an_input_rescale_that_two_ops_read_costs_the_standalone_rescale_it_becomes(model):
+    types = {"x": TYPE, "y": TYPE, "wide_x": WIDE, "wide_x2": WIDE, "wide_y": WIDE, "a": WIDE, "b": WIDE}
+    shared = {
+        "x": leaf("x"),
+        "y": leaf("y"),
+        "wide_x": input_rescale("x", 2),
+        "wide_y": input_rescale("y", 3),
+        "a": Term("Elementwise", ("wide_x", "wide_y"), ("tosa.SUB.default#1",)),
+        "b": Term("Elementwise", ("wide_x", "wide_y"), ("tosa.MUL.default#2",)),
+    }
+    private = {**shared, "wide_x2": input_rescale("x", 4), "wide_y2": input_rescale("y", 5)}
+    private["b"] = Term("Elementwise", ("wide_x2", "wide_y2"), ("tosa.MUL.default#2",))
+    types["wide_y2"] = WIDE
+    shared_cost, private_cost = (graph_cost(g, ["a", "b"], types.get, model) for g in (shared, private))
+    standalone = model.standalone_input_rescale(TYPE, WIDE)
+    assert standalone > 0
+    assert shared_cost == pytest.approx(private_cost - 2 * model.cost(input_rescale("x", 4), WIDE, [TYPE]) + 2 * standalone)
+    assert shared_cost > private_cost
+
+
+def test_an_input_rescale_with_one_reader_costs_nothing_more(model):
+    graph = {"x": leaf("x"), "wide": input_rescale("x", 1), "a": Term("Elementwise", ("wide", "wide"), ("tosa.MUL.default#1",))}
+    types = {"x": TYPE, "wide": WIDE, "a": WIDE}
+    assert graph_cost(graph, ["a"], types.get, model) == pytest.approx(sum(model.cost(t, types[v], [types.get(a) for a in t.args]) for v, t in graph.items()))
