@@ -94,6 +94,8 @@ class Loaded:
     prototypes: dict[str, fx.Node]
     dialect: str
     index_of: dict[fx.Node, int] = field(default_factory=dict)
+    merged_duplicates: int = 0
+    """How many nodes were put in the e-class of an earlier node computing the same value (merge_duplicates)."""
 
 
 def detect_dialect(graph_module: fx.GraphModule) -> str:
@@ -316,12 +318,12 @@ def to_egraph(
         program.extend(_load_rule(table))
     for table in shape_rows:
         program.extend(_shape_rule(table))
+    pairs = duplicate_pairs(nodes) if merge_duplicates else []
     with tempfile.TemporaryDirectory(prefix="eqsat-load-") as directory:
         paths = _write_tables({**rows, **shape_rows}, directory)
         program.extend(f'(input Load{table} "{path}")' for table, path in paths.items())
         program.append("(run load 1)")
-        if merge_duplicates:
-            program.extend(f"(union (Node {i}) (Node {j}))" for i, j in duplicate_pairs(nodes))
+        program.extend(f"(union (Node {i}) (Node {j}))" for i, j in pairs)
         egraph._run_program(*egraph._egraph.parse_program("\n".join(program)))
 
     slots = list(output_node.args[0]) if isinstance(output_node.args[0], (list, tuple)) else [output_node.args[0]]
@@ -336,6 +338,7 @@ def to_egraph(
         prototypes=prototypes,
         dialect=detect_dialect(graph_module),
         index_of=index_of,
+        merged_duplicates=len(pairs),
     )
 
 

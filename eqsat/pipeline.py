@@ -39,6 +39,7 @@ import signal
 import sys
 import time
 import warnings
+from collections import Counter
 from contextlib import contextmanager
 from dataclasses import dataclass, field, fields
 from typing import Callable, Iterator
@@ -337,7 +338,8 @@ def _search(
     with _phase(report, "saturate"):
         saturation = rules.saturate(loaded.egraph, budget, rules.rulesets_named(options.rules))
     report.iterations, report.stop_reason = saturation.iterations, saturation.stop_reason
-    report.rules_fired = dict(sorted(saturation.rule_matches.items()))
+    fired = saturation.rule_matches + Counter({"merge-duplicates": loaded.merged_duplicates})
+    report.rules_fired = dict(sorted(fired.items()))
 
     with _phase(report, "extract"):
         view = EGraphView.of(loaded.egraph, len(loaded.nodes))
