@@ -25,8 +25,9 @@ a small model whose conv output was also returned as it was, a rewrite that
 gave that output a second reader cost +63% cycles_total on U85.
 
 A third: an input RESCALE (per tensor, into int32) is fused by Vela into
-the ADD, SUB or MUL that reads it, if that op is its only reader. When
-several ops read one, it runs alone and its readers run without it: merging
+the op that reads it, if that op is its only reader and one Vela fuses
+into (U85: ADD, SUB, MUL; U55: MUL). When several ops read one, it runs
+alone and its readers run without it: merging
 every duplicate op of tds-conv1d, input rescales included, cost +18.8%
 cycles_total on U55 (a shared (1, 64, 32) rescale: a 3072-cycle standalone
 rescale, and its MUL reader 2560 + 2560 instead of 2048 fused: 6144 more;
@@ -66,6 +67,9 @@ class CostModel(Protocol):
 
     def memory_copy(self, tensor: TensorType | None) -> float:
         """The cost of copying tensor once (a RESHAPE that Vela cannot remove)."""
+
+    def fuses_input_rescale_into(self, op: str) -> bool:
+        """Whether the target fuses an input RESCALE into the elementwise op (ADD, SUB, MUL) that alone reads it."""
 
     def standalone_input_rescale(self, source: TensorType | None, out: TensorType | None) -> float:
         """The cost of an input RESCALE from source to out run alone (not fused into the op reading it)."""
@@ -172,16 +176,25 @@ def shared_input_rescales(
 ) -> float:
     """What the input RESCALEs of graph that several ops read cost on top of their price (see the module docstring).
 
-    Vela fuses an input RESCALE into the op that reads it, when that op is its only reader; a shared one
-    runs alone: priced as the standalone RESCALE it becomes.
+    Vela fuses an input RESCALE into the ADD, SUB or MUL that reads it, when that op is its only reader and
+    the target fuses into that op (`fuses_input_rescale_into`); a shared one runs alone: priced as the
+    standalone RESCALE it becomes, when one of its readers would have fused it.
     """
-    readers = Counter(roots)
-    for term in graph.values():
-        readers.update(set(term.args))  # an op that reads it twice is one reader
+    readers: dict[Hashable, set] = {value: set() for value in graph}
+    for value in roots:
+        readers.setdefault(value, set()).add(("output", value))
+    for value, term in graph.items():
+        for arg in set(term.args):
+            readers.setdefault(arg, set()).add(value)
+
+    def fusing(reader) -> bool:
+        term = graph.get(reader)
+        return term is not None and term.op == "Elementwise" and model.fuses_input_rescale_into(_opaque_name(term))
+
     return sum(
         model.standalone_input_rescale(type_of(term.args[0]), type_of(value))
         for value, term in graph.items()
-        if readers[value] > 1 and _is_input_rescale(term, type_of(value))
+        if len(readers[value]) > 1 and _is_input_rescale(term, type_of(value)) and any(map(fusing, readers[value]))
     )
 
 

@@ -304,6 +304,8 @@ PROXY_OPS = {
     "RESIZE": "resize",
 }
 ATEN_CLAMPS = frozenset({"clamp", "relu", "hardtanh"})
+INPUT_RESCALE_FUSING_OPS = {"u55": frozenset({"MUL"}), "u85": frozenset({"ADD", "SUB", "MUL"})}
+"""The elementwise ops into which Vela fuses an input RESCALE (int8 -> int32) that only they read, per target family."""
 
 
 def dtype_name(t: TensorType | None) -> str:
@@ -568,6 +570,15 @@ class VelaCalibratedCost:
         if model is None:
             return 0.0
         return op_cycles(model, OpConfig("isolated/rescale", _basic(accumulator)))
+
+    def fuses_input_rescale_into(self, op: str) -> bool:
+        """Whether Vela fuses an input RESCALE into the elementwise op (ADD, SUB, MUL) reading it alone, on target.
+
+        Measured (tests/extract/test_cost.py): Ethos-U85 fuses it into ADD, SUB and MUL; Ethos-U55 only into
+        MUL, and runs the input rescales of an ADD or SUB as passes of their own (3072 + 2560 cycles for a
+        (1, 64, 32) operand), shared or not.
+        """
+        return op in INPUT_RESCALE_FUSING_OPS[target_family(self.target)]
 
     def standalone_input_rescale(self, source: TensorType | None, out: TensorType | None) -> float:
         """An input RESCALE (source -> int32) that Vela cannot fuse into the op reading it (measured alone)."""

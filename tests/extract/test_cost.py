@@ -4,7 +4,7 @@ import pytest
 import tosa_serializer as ts
 
 from eqsat.ir import TensorType, Term
-from eqsat.calibration.graphs import _attr, _clamp, _Graph
+from eqsat.calibration.graphs import _attr, _binary, _clamp, _Graph, _rescale
 from eqsat.extract.cost import folded_transposes, graph_cost, reshape_copies, term_costs
 from eqsat.extract.vela_cost import VelaCalibratedCost
 from eqsat.vela import estimate
@@ -168,7 +168,7 @@ def input_rescale(x: str, tag: int) -> Term:
     return Term("Rescale", (x,), ("torch.int32", (1 << 30,), (31,), 0, 0, tag))
 
 
-def test_an_input_rescale_that_two_ops_read_costs_the_standalone_rescale_it_becomes(model):
+def test_an_input_rescale_that_a_mul_and_another_op_read_costs_the_standalone_rescale_it_becomes(model):
     types = {"x": TYPE, "y": TYPE, "wide_x": WIDE, "wide_x2": WIDE, "wide_y": WIDE, "a": WIDE, "b": WIDE}
     shared = {
         "x": leaf("x"),
@@ -188,7 +188,49 @@ def test_an_input_rescale_that_two_ops_read_costs_the_standalone_rescale_it_beco
     assert shared_cost > private_cost
 
 
+def test_an_input_rescale_that_only_ops_it_is_not_fused_into_read_costs_nothing_more():
+    model = VelaCalibratedCost("ethos-u55-128")  # runs the input rescales of ADD and SUB alone anyway
+    graph = {"x": leaf("x"), "wide": input_rescale("x", 1)}
+    graph |= {"a": Term("Elementwise", ("wide", "wide"), ("tosa.SUB.default#1",)), "b": Term("Elementwise", ("wide", "wide"), ("tosa.ADD.default#2",))}
+    types = {"x": TYPE, "wide": WIDE, "a": WIDE, "b": WIDE}
+    assert graph_cost(graph, ["a", "b"], types.get, model) == pytest.approx(sum(model.cost(t, types[v], [types.get(a) for a in t.args]) for v, t in graph.items()))
+
+
 def test_an_input_rescale_with_one_reader_costs_nothing_more(model):
     graph = {"x": leaf("x"), "wide": input_rescale("x", 1), "a": Term("Elementwise", ("wide", "wide"), ("tosa.MUL.default#1",))}
     types = {"x": TYPE, "wide": WIDE, "a": WIDE}
     assert graph_cost(graph, ["a"], types.get, model) == pytest.approx(sum(model.cost(t, types[v], [types.get(a) for a in t.args]) for v, t in graph.items()))
+
+
+@pytest.mark.parametrize("target", ["ethos-u55-128", "ethos-u85-256"])
+@pytest.mark.parametrize("ops", [("SUB", "ADD"), ("MUL", "MUL"), ("MUL", "SUB")])
+def test_sharing_input_rescales_costs_cycles_where_vela_says_so(target, ops):
+    """x, y -> input RESCALEs -> two binary ops -> output RESCALEs, with one pair of input rescales shared by
+    both ops or one pair per op: graph_cost ranks the two as Vela's cycles_total does (Ethos-U55 fuses the
+    input rescales of a MUL only, so there sharing them for an ADD and a SUB is cheaper; the model, which
+    prices an unfused input rescale inside its binary op, calls the two equal)."""
+    shape = [1, 64, 32]
+
+    def build(shared: bool) -> tuple[int, float]:
+        g = _Graph()
+        x, y = g.input(shape, "int8"), g.input(shape, "int8")
+        graph, roots, wide = {"x": leaf("x"), "y": leaf("y")}, [], None
+        for step, op in enumerate(ops):
+            scale = "unit" if op == "MUL" else "add"
+            tag = 0 if shared else step
+            if wide is None or not shared:
+                wide = [_rescale(g, f"in{step}{v}", value, shape, "int8", "int32", scale, zero_points=(3, 0)) for v, value in enumerate((x, y))]
+            z = _binary(g, f"op{step}", op, wide[0], wide[1], shape)
+            g.output(_rescale(g, f"out{step}", z, shape, "int32", "int8", "mul_out" if op == "MUL" else "add_out"))
+            for v, value in enumerate(("x", "y")):
+                graph[f"wide{v}_{tag}"] = Term("Rescale", (value,), ("torch.int32", (1 << 30,), (30,), 3, 0, 10 * v + tag))
+            graph[f"z{step}"] = Term("Elementwise", (f"wide0_{tag}", f"wide1_{tag}"), (f"tosa.{op}.default#{step}",))
+            graph[f"out{step}"] = Term("Rescale", (f"z{step}",), ("torch.int8", (1 << 30,), (49,), 0, 0, 20 + step))
+            roots.append(f"out{step}")
+        types = {v: (TYPE if v in ("x", "y") or v.startswith("out") else WIDE) for v in graph}
+        return estimate(g.tosa.serialize(), target).cycles_total, graph_cost(graph, roots, types.get, VelaCalibratedCost(target))
+
+    (vela_shared, model_shared), (vela_private, model_private) = build(True), build(False)
+    assert (vela_shared > vela_private) == (model_shared > model_private)
+    if vela_shared > vela_private:
+        assert model_shared - model_private > 0.2 * (vela_shared - vela_private)
