@@ -19,6 +19,11 @@ start[j] * n + start[j + 1] of length size[j + 1]). A concat's merged view is
 reshape(concat(...), merged), which reshape-through-concat
 (eqsat/rules/reshape_concat.py) turns into a concat of the inputs' merged views.
 
+Only ops whose output is batched (more than one index in the dims before the
+last three) are lowered: the others run as one op already, and lowering every
+slice of a rank-6 graph with unit dims, crossed with the transpose laws, grew
+a fuzz graph past its time limit.
+
 Saturation ends: each law matches rank 5 or 6 only and builds an op of one
 rank lower, so a rank-6 op yields rank-5 forms, which yield rank-4 forms, and
 those match nothing here.
@@ -33,7 +38,7 @@ from __future__ import annotations
 from egglog import Fact, Vec, eq, i64, ruleset, var
 
 from eqsat.rules._law import law
-from eqsat.rules.analysis import index_below
+from eqsat.rules.analysis import index_below, prefix_product
 from eqsat.terms import Tensor, shape
 
 x = var("x", Tensor)
@@ -53,6 +58,11 @@ def rank_is_lowered(vector: Vec[i64]) -> list[Fact]:
     return [i64(LOWERED_RANKS[0]) <= vector.length(), vector.length() <= i64(LOWERED_RANKS[-1])]
 
 
+def is_batched(out_shape: Vec[i64]) -> list[Fact]:
+    """out_shape has more than one index in its dims before the last three: Vela copies it per index."""
+    return [prefix_product(out_shape, out_shape.length() - 3) > i64(1)]
+
+
 def merged_pair(in_shape: Vec[i64], pair: i64) -> Vec[i64]:
     """in_shape with dims pair and pair + 1 replaced by their product (an expression for queries)."""
     return in_shape.set(pair, in_shape[pair] * in_shape[pair + 1]).remove(pair + 1)
@@ -70,6 +80,7 @@ def _slice_rank_lowering():
         x.reshape(merged).slice(low_start, low_size).reshape(size),
         eq(dims).to(shape(x)),
         *rank_is_lowered(dims),
+        *is_batched(size),
         index_below(dims.length() - 1, j),
         eq(start[j + 1]).to(i64(0)),
         eq(size[j + 1]).to(dims[j + 1]),
@@ -86,6 +97,7 @@ def _slice_rank_lowering():
         x.reshape(merged).slice(low_start, low_size).reshape(size),
         eq(dims).to(shape(x)),
         *rank_is_lowered(dims),
+        *is_batched(size),
         index_below(dims.length() - 1, j),
         eq(size[j]).to(i64(1)),
         eq(merged).to(merged_pair(dims, j)),
@@ -105,6 +117,7 @@ def _concat_rank_lowering():
         Tensor.concat(parts, axis).reshape(merged).reshape(dims),
         eq(dims).to(shape(Tensor.concat(parts, axis))),
         *rank_is_lowered(dims),
+        *is_batched(dims),
         index_below(dims.length() - 1, j),
         (j - axis) * (j + 1 - axis) > i64(0),
         eq(merged).to(merged_pair(dims, j)),

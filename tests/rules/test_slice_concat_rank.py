@@ -71,6 +71,16 @@ def test_slice_merge_whole_inner_dim_does_not_fire_when_every_inner_dim_is_cut()
     assert lowered_slices(s, s.class_of(box)) == set()
 
 
+def test_slice_and_concat_rank_lowering_does_not_fire_when_vela_copies_them_in_one_piece():
+    g = GraphBuilder()
+    x = g.input("x", (1, 1, 2, 8, 4))  # no dim before the last three has more than one index
+    band = g.call(slice_copy, x, 3, 2, 5)
+    joined = g.call(cat, [band, band], 4)
+    s = Saturated(g.output(joined), slice_concat_rank, reshape, reshape_concat)
+    assert s.fired("slice-merge-whole-inner-dim") == 0 and s.fired("slice-merge-unit-outer-dim") == 0
+    assert s.fired("concat-merge-adjacent-dims") == 0
+
+
 def test_a_slice_one_index_wide_merges_into_the_next_dim():
     g = GraphBuilder()
     x = g.input("x", (2, 3, 4, 5, 6))
@@ -149,9 +159,9 @@ def rank_5_6_graphs(draw, dtype: torch.dtype):
     return g.output(value)
 
 
-# measured: both slice laws fire in 19 of 20 cases, concat-merge-adjacent-dims in 10; the shares stated are 0.2 less
-@law_fires_in(0.75, "slice-merge-whole-inner-dim", "slice-merge-unit-outer-dim")
-@law_fires_in(0.3, "concat-merge-adjacent-dims")
+# measured: both slice laws fire in 14 of 20 cases, concat-merge-adjacent-dims in 9; the shares stated are 0.2 less
+@law_fires_in(0.5, "slice-merge-whole-inner-dim", "slice-merge-unit-outer-dim")
+@law_fires_in(0.25, "concat-merge-adjacent-dims")
 @settings(max_examples=20, deadline=None, derandomize=True)
 @given(st.sampled_from([torch.int8, torch.int16]).flatmap(rank_5_6_graphs))
 def test_slice_concat_rank_lowering_is_sound(graph_module):
