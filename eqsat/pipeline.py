@@ -114,7 +114,8 @@ class Options:
     expensive (tests use it to exercise the round trip).
     rules: names of the rewrite rulesets to run (None: all; (): none).
     extractor: "greedy", "ilp" or "auto" (eqsat.extract.extract).
-    merge_duplicates: let identical pure ops share one node (see bridge_fx.to_egraph).
+    merge_duplicates: ops that compute the same value share one e-class, input RESCALEs excepted
+    (bridge_fx.duplicate_pairs); on by default: merging them saved cycles on every zoo model measured.
     min_saving: with accept="cheaper", the fraction of the estimated cost the
     extracted graph must save. It is set by the model's measured error on
     the change a rewrite makes, not on totals: the threshold is the largest
@@ -172,7 +173,7 @@ class Options:
     accept: str = "cheaper"
     rules: tuple[str, ...] | None = None
     extractor: str = "auto"
-    merge_duplicates: bool = False
+    merge_duplicates: bool = True
     min_saving: float = 0.001
     verify: str = "none"
 
