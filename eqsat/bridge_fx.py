@@ -95,9 +95,11 @@ class Loaded:
     prototypes: dict[str, fx.Node]
     dialect: str
     index_of: dict[fx.Node, int] = field(default_factory=dict)
+    merged_duplicates: int = 0
+    """How many nodes were put in the e-class of an earlier node computing the same value (merge_duplicates)."""
 
     def read(self) -> Read:
-        """The graph as read_graph reads it (the same terms when duplicates were not merged)."""
+        """The graph as read_graph reads it (duplicates merged or not: merging unions e-classes, it reads no node differently)."""
         return Read(self.nodes, self.terms, [i for i in self.outputs if i is not None])
 
 
@@ -110,43 +112,75 @@ def detect_dialect(graph_module: fx.GraphModule) -> str:
     return "tosa"
 
 
-def _key_part(value: Any) -> str:
+def _key_part(value: Any, ids: dict[fx.Node, int] | None = None) -> str:
+    """value as key text; an operand node is "$", or "$<id>" with its value id when ids are given."""
     if isinstance(value, fx.Node):
-        return "$"
+        return "$" if ids is None else f"${ids[value]}"
     if isinstance(value, (list, tuple)):
-        return "[" + ",".join(_key_part(v) for v in value) + "]"
+        return "[" + ",".join(_key_part(v, ids) for v in value) + "]"
     return repr(value)
 
 
-def _opaque_key(node: fx.Node, merge_duplicates: bool) -> str:
-    """What makes two nodes the same op: target, non-tensor args, output type.
-
-    Impure ops, placeholders and get_attr nodes are unique by name, and so is
-    every node unless merge_duplicates: then identical pure ops on the same
-    inputs become one term (common-subexpression elimination).
-    """
-    parts = [node.op, op_name(node.target), _key_part(node.args), _key_part(node.kwargs)]
+def _op_key(node: fx.Node, ids: dict[fx.Node, int] | None = None) -> str:
+    """What makes two nodes the same op: target, arguments (operands as "$", or by value id), output type,
+    qparams and special dtype."""
+    parts = [node.op, op_name(node.target), _key_part(node.args, ids), _key_part(node.kwargs, ids)]
     val = node.meta.get("val")
     parts.append(_key_part(map_aggregate(val, lambda v: (tuple(v.shape), str(v.dtype)) if isinstance(v, torch.Tensor) else v)))
     parts.append(repr(node.meta.get("output_qparams")))
     parts.append(repr(special_dtype(node)))
-    if not merge_duplicates or node.op != "call_function" or node.is_impure():
-        parts.append(node.name)
     return "|".join(parts)
 
 
-def read_node(
-    node: fx.Node, index: Callable[[fx.Node], int], keys: dict[str, str], merge_duplicates: bool = False
-) -> Term:
+def _opaque_key(node: fx.Node) -> str:
+    """The key of an opaque or elementwise term: its op (`_op_key`) and its node's name, so that every node
+    is a term of its own; duplicates are merged by union (`duplicate_pairs`)."""
+    return f"{_op_key(node)}|{node.name}"
+
+
+def is_input_rescale(node: fx.Node) -> bool:
+    """A per-tensor RESCALE into int32: the input scaling of the ADD, SUB or MUL reading it, which Vela fuses
+    into that op, each reader its own."""
+    return (
+        node.op == "call_function"
+        and op_name(node.target) == "tosa.RESCALE.default"
+        and len(node.args) > 2
+        and node.args[1] == torch.int32
+        and len(node.args[2]) == 1
+    )
+
+
+def duplicate_pairs(nodes: list[fx.Node]) -> list[tuple[int, int]]:
+    """(i, j), i < j, for every node j that computes the same value as the earlier node i: the same pure op on
+    operands of the same values. Nodes are in topological order.
+
+    Input RESCALEs (`is_input_rescale`) are never paired: Vela fuses one into each op that reads it, so a
+    shared one runs alone and breaks the fusion of its readers (merging every duplicate of tds-conv1d cost
+    +18.8% cycles_total on Ethos-U55). They still have values, so the ops that read duplicates of them pair.
+    """
+    ids: dict[fx.Node, int] = {}  # each node's value: the index of the first node with its key
+    first: dict[str, int] = {}
+    pairs = []
+    for index, node in enumerate(nodes):
+        pure = node.op == "call_function" and not node.is_impure()
+        key = _op_key(node, ids) if pure else f"{node.op}|{node.name}"
+        first.setdefault(key, index)
+        ids[node] = first[key]
+        if first[key] != index and not is_input_rescale(node):
+            pairs.append((first[key], index))
+    return pairs
+
+
+def read_node(node: fx.Node, index: Callable[[fx.Node], int], keys: dict[str, str]) -> Term:
     """The term for one FX node, read by the op registered for its target; unknown ops become opaque."""
     name = op_name(node.target)
 
     def key() -> str:
-        return keys.setdefault(_opaque_key(node, merge_duplicates), f"{name}#{len(keys)}")
+        return keys.setdefault(_opaque_key(node), f"{name}#{len(keys)}")
 
     op = ops.BY_TARGET.get(name) if node.op == "call_function" and not touches_special_dtype(node) else None
-    term = op.read(node, index, key, merge_duplicates) if op is not None else None
-    return term if term is not None else ops.OPAQUE.read(node, index, key, merge_duplicates)
+    term = op.read(node, index, key) if op is not None else None
+    return term if term is not None else ops.OPAQUE.read(node, index, key)
 
 
 def _load_rule(table: str) -> tuple[str, str]:
@@ -215,7 +249,7 @@ def read_graph(graph_module: fx.GraphModule) -> Read:
     nodes = list(_loaded_nodes(graph_module.graph))
     index_of = {n: i for i, n in enumerate(nodes)}
     keys: dict[str, str] = {}
-    terms_read = [read_node(n, index_of.__getitem__, keys, False) for n in nodes]
+    terms_read = [read_node(n, index_of.__getitem__, keys) for n in nodes]
     output_node = next(n for n in graph_module.graph.nodes if n.op == "output")
     slots = list(output_node.args[0]) if isinstance(output_node.args[0], (list, tuple)) else [output_node.args[0]]
     return Read(nodes, terms_read, [index_of[s] for s in slots if isinstance(s, fx.Node)])
@@ -249,9 +283,9 @@ def to_egraph(
     into: an empty e-graph that declares the term language (eqsat.terms.declare) to load into instead:
     the pass's (eqsat.rules.scratch_egraph) has the rules already added.
 
-    merge_duplicates: let identical pure opaque and elementwise ops share one
-    term. Off by default: Vela fuses a RESCALE into each consumer separately,
-    so merging duplicates can cost cycles (measured +18 % on one U55 model).
+    merge_duplicates: put nodes that compute the same value in one e-class
+    (`duplicate_pairs`: every pure op but the input RESCALEs that Vela fuses
+    into each reader), so that extraction computes each value once.
     checkpoint: called every CHECKPOINT_EVERY nodes and before the bulk load; it
     may raise to abandon loading (the pass's deadline).
     """
@@ -269,7 +303,7 @@ def to_egraph(
     nodes = list(_loaded_nodes(graph_module.graph))
     index_of = {n: i for i, n in enumerate(nodes)}
     keys: dict[str, str] = {}
-    terms_read = [read_node(n, index_of.__getitem__, keys, merge_duplicates) for n in _checkpointed(nodes, checkpoint)]
+    terms_read = [read_node(n, index_of.__getitem__, keys) for n in _checkpointed(nodes, checkpoint)]
     prototypes: dict[str, fx.Node] = {}
     for node, term in zip(nodes, terms_read):
         if ops.REGISTRY[term.op].keyed:
@@ -293,10 +327,12 @@ def to_egraph(
         program.extend(_load_rule(table))
     for table in shape_rows:
         program.extend(_shape_rule(table))
+    pairs = duplicate_pairs(nodes) if merge_duplicates else []
     with tempfile.TemporaryDirectory(prefix="eqsat-load-") as directory:
         paths = _write_tables({**rows, **shape_rows}, directory)
         program.extend(f'(input Load{table} "{path}")' for table, path in paths.items())
         program.append("(run load 1)")
+        program.extend(f"(union (Node {i}) (Node {j}))" for i, j in pairs)
         egraph._run_program(*egraph._egraph.parse_program("\n".join(program)))
 
     slots = list(output_node.args[0]) if isinstance(output_node.args[0], (list, tuple)) else [output_node.args[0]]
@@ -311,6 +347,7 @@ def to_egraph(
         prototypes=prototypes,
         dialect=detect_dialect(graph_module),
         index_of=index_of,
+        merged_duplicates=len(pairs),
     )
 
 

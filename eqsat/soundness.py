@@ -89,10 +89,11 @@ _case_logs: list[list[dict[str, int]]] = []
 class Saturated:
     """A graph loaded into an e-graph and saturated with some rulesets (under BUDGET)."""
 
-    def __init__(self, graph_module: fx.GraphModule, *rulesets: Ruleset) -> None:
+    def __init__(self, graph_module: fx.GraphModule, *rulesets: Ruleset, merge_duplicates: bool = False) -> None:
         self.graph_module = graph_module
-        self.loaded = bridge_fx.to_egraph(graph_module)
+        self.loaded = bridge_fx.to_egraph(graph_module, merge_duplicates=merge_duplicates)
         self.result = rules.saturate(self.loaded.egraph, BUDGET, rewrites=tuple(rulesets))
+        self.result.rule_matches["merge-duplicates"] += self.loaded.merged_duplicates
         self.view = EGraphView.of(self.loaded.egraph, len(self.loaded.nodes))
         for log in _case_logs:
             log.append(self.result.rule_matches)

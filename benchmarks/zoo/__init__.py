@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 import torch
 
 from benchmarks.zoo.attention_permute import build_attention_permute
+from benchmarks.zoo.band_split_frontend import build_band_split_frontend
 from benchmarks.zoo.bandwise_mlp import build_bandwise_mlp
 from benchmarks.zoo.conformer_block import build_conformer_block
 from benchmarks.zoo.dense_conv1d import build_dense_conv1d
@@ -90,6 +91,12 @@ _SPECS = (
         "emg",
         "Per-band MLPs over 16 electrode bands, circular band shift as slice + cat, layer norm",
         build_bandwise_mlp,
+    ),
+    ModelSpec(
+        "band-split-frontend",
+        "emg",
+        "Band-split spectrogram front end: 5-D band views, neighbour bands concatenated by shifts, band selection by slicing",
+        build_band_split_frontend,
     ),
     ModelSpec(
         "emg-global-pool",

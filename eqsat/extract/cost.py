@@ -43,6 +43,16 @@ these contexts (303 cycles on Ethos-U55 for any slice), cannot tell them
 apart: on emg-gru-gesture (U55) Vela copies 16 of its 64 slices (226 cycles
 each) and folds the rest.
 
+A fifth: an input RESCALE (per tensor, into int32) is fused by Vela into
+the op that reads it, if that op is its only reader and one Vela fuses
+into (U85: ADD, SUB, MUL; U55: MUL). When several ops read one, it runs
+alone and its readers run without it: merging
+every duplicate op of tds-conv1d, input rescales included, cost +18.8%
+cycles_total on U55 (a shared (1, 64, 32) rescale: a 3072-cycle standalone
+rescale, and its MUL reader 2560 + 2560 instead of 2048 fused: 6144 more;
+the calibrated standalone int8 -> int32 rescale of that shape is 6282).
+`shared_input_rescales` prices that standalone rescale.
+
 `graph_cost` is the one function that prices a graph: every live term once,
 and these contexts. The pipeline's acceptance and the local search call it.
 
@@ -76,6 +86,12 @@ class CostModel(Protocol):
 
     def memory_copy(self, tensor: TensorType | None) -> float:
         """The cost of copying tensor once (a RESHAPE that Vela cannot remove)."""
+
+    def fuses_input_rescale_into(self, op: str) -> bool:
+        """Whether the target fuses an input RESCALE into the elementwise op (ADD, SUB, MUL) that alone reads it."""
+
+    def standalone_input_rescale(self, source: TensorType | None, out: TensorType | None) -> float:
+        """The cost of an input RESCALE from source to out run alone (not fused into the op reading it)."""
 
 
 class UncalibratedTargetError(ValueError):
@@ -167,6 +183,43 @@ def reshape_copies(
 ) -> float:
     """What the RESHAPEs of graph that Vela keeps as MemoryCopy cost."""
     return sum(model.memory_copy(type_of(value)) for value in copied_reshapes(graph, roots))
+
+
+def _is_input_rescale(term: Term, out: TensorType | None) -> bool:
+    """A per-tensor RESCALE into int32: the input scaling of the ADD, SUB or MUL that reads it."""
+    if term.op == "Rescale":
+        return term.attrs[0] == "torch.int32" and len(term.attrs[1]) == 1
+    return term.op == "Elementwise" and _opaque_name(term) == "RESCALE" and out is not None and out.dtype == "torch.int32"
+
+
+def shared_input_rescales(
+    graph: dict[Hashable, Term],
+    roots: Iterable[Hashable],
+    type_of: Callable[[Hashable], TensorType | None],
+    model: CostModel,
+) -> dict[Hashable, float]:
+    """What each input RESCALE of graph that several ops read costs on top of its price (see the module docstring).
+
+    Vela fuses an input RESCALE into the ADD, SUB or MUL that reads it, when that op is its only reader and
+    the target fuses into that op (`fuses_input_rescale_into`); a shared one runs alone: priced as the
+    standalone RESCALE it becomes, when one of its readers would have fused it.
+    """
+    readers: dict[Hashable, set] = {value: set() for value in graph}
+    for value in roots:
+        readers.setdefault(value, set()).add(("output", value))
+    for value, term in graph.items():
+        for arg in set(term.args):
+            readers.setdefault(arg, set()).add(value)
+
+    def fusing(reader) -> bool:
+        term = graph.get(reader)
+        return term is not None and term.op == "Elementwise" and model.fuses_input_rescale_into(_opaque_name(term))
+
+    return {
+        value: model.standalone_input_rescale(type_of(term.args[0]), type_of(value))
+        for value, term in graph.items()
+        if len(readers[value]) > 1 and _is_input_rescale(term, type_of(value)) and any(map(fusing, readers[value]))
+    }
 
 
 FOLDED_PERMUTATIONS = frozenset({(0, 3, 1, 2)})
@@ -318,7 +371,8 @@ def value_costs(
     term_cost: Callable[[Hashable, Term], float] | None = None,
 ) -> dict[Hashable, float]:
     """What each value that the roots read costs, in the contexts Vela prices differently (reshapes kept
-    as copies, transposes folded into their producer, TABLEs fused into theirs).
+    as copies, transposes folded into their producer, TABLEs fused into theirs, slices folded or copied,
+    input rescales that several ops read).
 
     graph maps each value to the term computing it (every operand is a value of graph); roots are
     the graph outputs. term_cost(value, term) defaults to the model's cost with the types of type_of.
@@ -330,6 +384,8 @@ def value_costs(
     for value in [*folded_transposes(live, roots, model, type_of), *fused_tables(live, roots, type_of)]:
         costs[value] = 0.0
     costs.update(slice_prices(live, roots, type_of, model))
+    for value, extra in shared_input_rescales(live, roots, type_of, model).items():
+        costs[value] += extra
     for value in copied_reshapes(live, roots):
         costs[value] += model.memory_copy(type_of(value))
     return costs
@@ -351,7 +407,8 @@ def graph_cost(
     free = {*folded_transposes(live, roots, model, type_of), *fused_tables(live, roots, type_of)}
     slices = slice_prices(live, roots, type_of, model)
     total = sum(term_cost(value, term) for value, term in live.items() if value not in free and value not in slices)
-    return total + sum(slices.values()) + reshape_copies(live, roots, type_of, model)
+    shared = shared_input_rescales(live, roots, type_of, model)
+    return total + sum(slices.values()) + sum(shared.values()) + reshape_copies(live, roots, type_of, model)
 
 
 def priced(graph: Graph, model: CostModel) -> float:

@@ -53,7 +53,9 @@ What each op costs
   output (a MemoryCopy) costs more than the model says. A slice with
   leading dimensions beyond HWC is copied one leading index at a time: at
   least one MemoryCopy per index (a (256, 1, 1, 96) slice became 256 copies
-  on U85 in mobilevit-patch-attention, +7% NPU cycles for the model).
+  on U85 in mobilevit-patch-attention, +7% NPU cycles for the model). So is
+  each input of such a concat: a 5-D concat of 30 (1, 48, 2, k, 8) inputs
+  became 1440 copies (135k cycles on U55, band-split-frontend).
 - RESCALE, CLAMP and the int32 ADD/SUB/MUL between rescales: Vela fuses a
   rescale into the op before or after it, or into neither, depending on
   zero points, scales, broadcasting and neighbours. These families are
@@ -302,6 +304,8 @@ PROXY_OPS = {
     "RESIZE": "resize",
 }
 ATEN_CLAMPS = frozenset({"clamp", "relu", "hardtanh"})
+INPUT_RESCALE_FUSING_OPS = {"u55": frozenset({"MUL"}), "u85": frozenset({"ADD", "SUB", "MUL"})}
+"""The elementwise ops into which Vela fuses an input RESCALE (int8 -> int32) that only they read, per target family."""
 
 
 def dtype_name(t: TensorType | None) -> str:
@@ -538,15 +542,20 @@ class VelaCalibratedCost:
 
     def cost(self, term: Term, out: TensorType | None, args: list[TensorType | None]) -> float:
         value = self.cost_of(op_config(term, out, args, self.target))
-        if term.op == "Slice" and is_batched(out) and math.isfinite(value):
-            # Vela copies a slice with leading dimensions beyond HWC one leading index at a time
-            batches = math.prod(out.shape[:-3])
-            value = max(value, batches * self.memory_copy(TensorType(tuple(out.shape[-3:]), out.dtype)))
+        if term.op in ("Slice", "Concat") and is_batched(out) and math.isfinite(value):
+            # Vela copies a slice, and each input of a concat, with leading dimensions beyond HWC one leading index at a time
+            value = max(value, sum(self.batched_copies(t) for t in (args if term.op == "Concat" else [out])))
         if term.op in ACCUMULATOR_MOVES and dtype_name(out) == "int32" and math.isfinite(value):
             value += self.standalone_rescale(out)
             if term.op == "Reshape":  # not removable between a producer and its fused RESCALE: a MemoryCopy
                 value += self.memory_copy(out)
         return value
+
+    def batched_copies(self, tensor: TensorType | None) -> float:
+        """Copying tensor one leading index (beyond HWC) at a time: one MemoryCopy of its HWC block per index."""
+        if tensor is None or len(tensor.shape) <= 3:
+            return self.memory_copy(tensor)
+        return math.prod(tensor.shape[:-3]) * self.memory_copy(TensorType(tuple(tensor.shape[-3:]), tensor.dtype))
 
     def memory_copy(self, tensor: TensorType | None) -> float:
         """A MemoryCopy of tensor: priced as a whole-tensor SLICE measured alone (Vela runs that as one)."""
@@ -561,6 +570,22 @@ class VelaCalibratedCost:
         if model is None:
             return 0.0
         return op_cycles(model, OpConfig("isolated/rescale", _basic(accumulator)))
+
+    def fuses_input_rescale_into(self, op: str) -> bool:
+        """Whether Vela fuses an input RESCALE into the elementwise op (ADD, SUB, MUL) reading it alone, on target.
+
+        Measured (tests/extract/test_cost.py): Ethos-U85 fuses it into ADD, SUB and MUL; Ethos-U55 only into
+        MUL, and runs the input rescales of an ADD or SUB as passes of their own (3072 + 2560 cycles for a
+        (1, 64, 32) operand), shared or not.
+        """
+        return op in INPUT_RESCALE_FUSING_OPS[target_family(self.target)]
+
+    def standalone_input_rescale(self, source: TensorType | None, out: TensorType | None) -> float:
+        """An input RESCALE (source -> int32) that Vela cannot fuse into the op reading it (measured alone)."""
+        model = self._models.get(f"isolated/rescale/{dtype_name(source)}->int32") or self._models.get("isolated/rescale/int8->int32")
+        if model is None:
+            return 0.0
+        return op_cycles(model, OpConfig("isolated/rescale", _basic(out)))
 
     def cost_of(self, config: OpConfig) -> float:
         if config.fixed is not None:

@@ -9,8 +9,8 @@ from torch import fx
 
 from eqsat.ir import TensorType, Term
 
-Reader = Callable[[fx.Node, Callable[[fx.Node], int], Callable[[], str], bool], "Term | None"]
-"""read(node, index, key, merge_duplicates): node as a term (args are `index` of its operand nodes), or None when
+Reader = Callable[[fx.Node, Callable[[fx.Node], int], Callable[[], str]], "Term | None"]
+"""read(node, index, key): node as a term (args are `index` of its operand nodes), or None when
 the node does not fit the op (it is then read as opaque). key() names the op
 for keyed terms (Opaque, Elementwise, Reduce, Table); it is only called by readers that use it."""
 

@@ -40,7 +40,7 @@ def requantizes_inputs(node: fx.Node) -> bool:
     return any(q is not None and q != out for q in seen)
 
 
-def read(node: fx.Node, index: Callable[[fx.Node], int], key, merge_duplicates: bool) -> Term | None:
+def read(node: fx.Node, index: Callable[[fx.Node], int], key) -> Term | None:
     parts = node.args[0]
     axis = node.kwargs.get("axis", node.kwargs.get("dim", node.args[1] if len(node.args) > 1 else 0))
     shape = static_shape(node)

@@ -38,7 +38,7 @@ TARGETS = frozenset(
 )
 
 
-def read(node: fx.Node, index: Callable[[fx.Node], int], key: Callable[[], str], merge_duplicates: bool) -> Term | None:
+def read(node: fx.Node, index: Callable[[fx.Node], int], key: Callable[[], str]) -> Term | None:
     if tensor_val(node) is None:
         return None
     return Term("Elementwise", tuple(index(a) for a in node_args(node)), (key(),))

@@ -17,7 +17,7 @@ from eqsat.ops.nodes import node_args
 from eqsat.ops._op import Op, Writer, keyed_fact_row, keyed_load_rule
 
 
-def read(node: fx.Node, index: Callable[[fx.Node], int], key: Callable[[], str], merge_duplicates: bool) -> Term:
+def read(node: fx.Node, index: Callable[[fx.Node], int], key: Callable[[], str]) -> Term:
     return Term("Opaque", tuple(index(a) for a in node_args(node)), (key(),))
 
 

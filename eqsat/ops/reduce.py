@@ -62,7 +62,7 @@ def with_reduce_axis(node: fx.Node, axis: int) -> tuple[tuple, dict]:
     return tuple(args), kwargs
 
 
-def read(node: fx.Node, index: Callable[[fx.Node], int], key: Callable[[], str], merge_duplicates: bool) -> Term | None:
+def read(node: fx.Node, index: Callable[[fx.Node], int], key: Callable[[], str]) -> Term | None:
     axis = reduce_axis(node)
     return None if axis is None else Term("Reduce", (index(node.args[0]),), (key(), axis))
 

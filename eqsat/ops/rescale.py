@@ -54,15 +54,13 @@ def scales_of(multipliers: tuple[int, ...], shifts: tuple[int, ...]) -> list[flo
     return [math.ldexp(m, -s) for m, s in zip(multipliers, shifts)]
 
 
-def read(node: fx.Node, index: Callable[[fx.Node], int], key: Callable[[], str], merge_duplicates: bool) -> Term | None:
+def read(node: fx.Node, index: Callable[[fx.Node], int], key: Callable[[], str]) -> Term | None:
     """A signed scale32 RESCALE; an unsigned one, or one of other dtypes, is elementwise (per tensor) or opaque."""
     if tensor_val(node) is None:
         return None
     term = _read_exact(node, index)
     if term is None:
         return Term("Elementwise", tuple(index(a) for a in node_args(node)), (key(),)) if len(node.args[2]) == 1 else None
-    if merge_duplicates:
-        return Term(term.op, term.args, (*term.attrs[:5], 0))  # one tag: identical rescales share a term
     return term
 
 

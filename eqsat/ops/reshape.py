@@ -12,7 +12,7 @@ from eqsat.ops.nodes import TOSA, static_shape
 from eqsat.ops._op import Op, Writer, vec
 
 
-def read(node: fx.Node, index: Callable[[fx.Node], int], key, merge_duplicates: bool) -> Term | None:
+def read(node: fx.Node, index: Callable[[fx.Node], int], key) -> Term | None:
     shape = static_shape(node)
     if shape is None:
         return None

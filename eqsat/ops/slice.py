@@ -34,7 +34,7 @@ def _read_aten(node: fx.Node, index: Callable[[fx.Node], int]) -> Term | None:
     return Term("Slice", (index(x),), (starts, out_shape))
 
 
-def read(node: fx.Node, index: Callable[[fx.Node], int], key, merge_duplicates: bool) -> Term | None:
+def read(node: fx.Node, index: Callable[[fx.Node], int], key) -> Term | None:
     if tensor_val(node) is None:
         return None
     return _read_tosa(node, index) if op_name(node.target) == "tosa.SLICE.default" else _read_aten(node, index)

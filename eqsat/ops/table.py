@@ -19,7 +19,7 @@ from eqsat.ops._op import Op, Writer, require
 TARGETS = frozenset({"tosa.TABLE.default"})
 
 
-def read(node: fx.Node, index: Callable[[fx.Node], int], key: Callable[[], str], merge_duplicates: bool) -> Term | None:
+def read(node: fx.Node, index: Callable[[fx.Node], int], key: Callable[[], str]) -> Term | None:
     is_table = (
         op_name(node.target) in TARGETS
         and len(node.args) == 2

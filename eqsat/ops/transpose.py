@@ -12,7 +12,7 @@ from eqsat.ops.nodes import TOSA, normalize_axis, tensor_val
 from eqsat.ops._op import Op, Writer, vec
 
 
-def read(node: fx.Node, index: Callable[[fx.Node], int], key, merge_duplicates: bool) -> Term | None:
+def read(node: fx.Node, index: Callable[[fx.Node], int], key) -> Term | None:
     if tensor_val(node) is None:
         return None
     x, perm = node.args[0], node.args[1]

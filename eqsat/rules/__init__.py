@@ -26,6 +26,7 @@ from eqsat.rules import (
     rescale,
     reshape,
     reshape_concat,
+    slice_concat_rank,
     slice_pushdown,
     transpose,
     transpose_rank,
@@ -43,6 +44,7 @@ RULESETS: dict[str, Ruleset] = {
     "rescale": rescale.rescale,
     "reduce": reduce.reduce,
     "reshape-concat": reshape_concat.reshape_concat,
+    "slice-concat-rank": slice_concat_rank.slice_concat_rank,
 }
 """The rewrite rulesets by name, one per algebra, in the order they run."""
 

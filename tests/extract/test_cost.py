@@ -4,7 +4,7 @@ import pytest
 import tosa_serializer as ts
 
 from eqsat.ir import TensorType, Term
-from eqsat.calibration.graphs import _attr, _clamp, _Graph
+from eqsat.calibration.graphs import _attr, _binary, _clamp, _Graph, _rescale
 from eqsat.extract.cost import folded_transposes, fused_tables, graph_cost, reshape_copies, slice_prices, term_costs, value_costs
 from eqsat.extract.vela_cost import VelaCalibratedCost
 from eqsat.vela import estimate
@@ -169,7 +169,7 @@ def _tosa_table_after(producer: str, other_reader: bool) -> bytes:
     returned when other_reader."""
     import numpy as np
 
-    from eqsat.calibration.graphs import _binary, _conv, _rescale
+    from eqsat.calibration.graphs import _conv
 
     g, shape = _Graph(), [1, 16, 16, 32]
     x = g.input(shape, "int8")
@@ -378,3 +378,78 @@ def test_a_transpose_alone_behind_a_slice_is_folded_into_its_copy_where_vela_fol
     types = {"x": wide, "pre": wide, "s": shape, "t": [shape[p] for p in perm]}
     type_of = lambda value: TensorType(tuple(types[value]), "torch.int8")  # noqa: E731
     assert folded_transposes(graph, ["t"], VelaCalibratedCost(target), type_of) == (["t"] if folded else [])
+
+
+WIDE = TensorType((1, 64, 32), "torch.int32")
+
+
+def input_rescale(x: str, tag: int) -> Term:
+    return Term("Rescale", (x,), ("torch.int32", (1 << 30,), (31,), 0, 0, tag))
+
+
+def test_an_input_rescale_that_a_mul_and_another_op_read_costs_the_standalone_rescale_it_becomes(model):
+    types = {"x": TYPE, "y": TYPE, "wide_x": WIDE, "wide_x2": WIDE, "wide_y": WIDE, "a": WIDE, "b": WIDE}
+    shared = {
+        "x": leaf("x"),
+        "y": leaf("y"),
+        "wide_x": input_rescale("x", 2),
+        "wide_y": input_rescale("y", 3),
+        "a": Term("Elementwise", ("wide_x", "wide_y"), ("tosa.SUB.default#1",)),
+        "b": Term("Elementwise", ("wide_x", "wide_y"), ("tosa.MUL.default#2",)),
+    }
+    private = {**shared, "wide_x2": input_rescale("x", 4), "wide_y2": input_rescale("y", 5)}
+    private["b"] = Term("Elementwise", ("wide_x2", "wide_y2"), ("tosa.MUL.default#2",))
+    types["wide_y2"] = WIDE
+    shared_cost, private_cost = (graph_cost(g, ["a", "b"], types.get, model) for g in (shared, private))
+    standalone = model.standalone_input_rescale(TYPE, WIDE)
+    assert standalone > 0
+    assert shared_cost == pytest.approx(private_cost - 2 * model.cost(input_rescale("x", 4), WIDE, [TYPE]) + 2 * standalone)
+    assert shared_cost > private_cost
+
+
+def test_an_input_rescale_that_only_ops_it_is_not_fused_into_read_costs_nothing_more():
+    model = VelaCalibratedCost("ethos-u55-128")  # runs the input rescales of ADD and SUB alone anyway
+    graph = {"x": leaf("x"), "wide": input_rescale("x", 1)}
+    graph |= {"a": Term("Elementwise", ("wide", "wide"), ("tosa.SUB.default#1",)), "b": Term("Elementwise", ("wide", "wide"), ("tosa.ADD.default#2",))}
+    types = {"x": TYPE, "wide": WIDE, "a": WIDE, "b": WIDE}
+    assert graph_cost(graph, ["a", "b"], types.get, model) == pytest.approx(sum(model.cost(t, types[v], [types.get(a) for a in t.args]) for v, t in graph.items()))
+
+
+def test_an_input_rescale_with_one_reader_costs_nothing_more(model):
+    graph = {"x": leaf("x"), "wide": input_rescale("x", 1), "a": Term("Elementwise", ("wide", "wide"), ("tosa.MUL.default#1",))}
+    types = {"x": TYPE, "wide": WIDE, "a": WIDE}
+    assert graph_cost(graph, ["a"], types.get, model) == pytest.approx(sum(model.cost(t, types[v], [types.get(a) for a in t.args]) for v, t in graph.items()))
+
+
+@pytest.mark.parametrize("target", ["ethos-u55-128", "ethos-u85-256"])
+@pytest.mark.parametrize("ops", [("SUB", "ADD"), ("MUL", "MUL"), ("MUL", "SUB")])
+def test_sharing_input_rescales_costs_cycles_where_vela_says_so(target, ops):
+    """x, y -> input RESCALEs -> two binary ops -> output RESCALEs, with one pair of input rescales shared by
+    both ops or one pair per op: graph_cost ranks the two as Vela's cycles_total does (Ethos-U55 fuses the
+    input rescales of a MUL only, so there sharing them for an ADD and a SUB is cheaper; the model, which
+    prices an unfused input rescale inside its binary op, calls the two equal)."""
+    shape = [1, 64, 32]
+
+    def build(shared: bool) -> tuple[int, float]:
+        g = _Graph()
+        x, y = g.input(shape, "int8"), g.input(shape, "int8")
+        graph, roots, wide = {"x": leaf("x"), "y": leaf("y")}, [], None
+        for step, op in enumerate(ops):
+            scale = "unit" if op == "MUL" else "add"
+            tag = 0 if shared else step
+            if wide is None or not shared:
+                wide = [_rescale(g, f"in{step}{v}", value, shape, "int8", "int32", scale, zero_points=(3, 0)) for v, value in enumerate((x, y))]
+            z = _binary(g, f"op{step}", op, wide[0], wide[1], shape)
+            g.output(_rescale(g, f"out{step}", z, shape, "int32", "int8", "mul_out" if op == "MUL" else "add_out"))
+            for v, value in enumerate(("x", "y")):
+                graph[f"wide{v}_{tag}"] = Term("Rescale", (value,), ("torch.int32", (1 << 30,), (30,), 3, 0, 10 * v + tag))
+            graph[f"z{step}"] = Term("Elementwise", (f"wide0_{tag}", f"wide1_{tag}"), (f"tosa.{op}.default#{step}",))
+            graph[f"out{step}"] = Term("Rescale", (f"z{step}",), ("torch.int8", (1 << 30,), (49,), 0, 0, 20 + step))
+            roots.append(f"out{step}")
+        types = {v: (TYPE if v in ("x", "y") or v.startswith("out") else WIDE) for v in graph}
+        return estimate(g.tosa.serialize(), target).cycles_total, graph_cost(graph, roots, types.get, VelaCalibratedCost(target))
+
+    (vela_shared, model_shared), (vela_private, model_private) = build(True), build(False)
+    assert (vela_shared > vela_private) == (model_shared > model_private)
+    if vela_shared > vela_private:
+        assert model_shared - model_private > 0.2 * (vela_shared - vela_private)

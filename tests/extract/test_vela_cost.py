@@ -125,6 +125,26 @@ def test_a_batched_slice_pays_one_copy_per_leading_index(model):
     assert batched >= 256 * model.memory_copy(tt([1, 1, 32])) > 10 * flat
 
 
+def test_a_batched_concat_pays_one_copy_per_leading_index_of_each_input(model):
+    parts = [tt([1, 48, 2, 3, 8]), tt([1, 48, 2, 3, 16])]
+    batched = model.cost(Term("Concat", (0, 1), (4,)), tt([1, 48, 2, 3, 24]), parts)
+    flat = model.cost(Term("Concat", (0, 1), (3,)), tt([1, 96, 3, 24]), [tt([1, 96, 3, 8]), tt([1, 96, 3, 16])])
+    assert batched == pytest.approx(48 * model.memory_copy(tt([2, 3, 8])) + 48 * model.memory_copy(tt([2, 3, 16])))
+    assert batched > 2 * flat
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_vela_copies_a_5d_slice_and_each_5d_concat_input_once_per_leading_index(target):
+    from eqsat.calibration.graphs import Sample, build_tosa
+    from eqsat.vela import estimate
+
+    shapes = [[1, 6, 2, 3, 8], [1, 6, 2, 3, 8]]
+    concat, _ = build_tosa([Sample("concat", {"shapes": shapes, "axis": 4, "dtype": "int8"})])
+    band, _ = build_tosa([Sample("slice", {"shape": [1, 6, 2, 8, 4], "start": [0, 0, 0, 2, 0], "size": [1, 6, 2, 3, 4], "dtype": "int8"})])
+    assert len(estimate(concat, target).layers) == 2 * 6
+    assert len(estimate(band, target).layers) == 6
+
+
 @pytest.mark.parametrize("target", TARGETS)
 @pytest.mark.parametrize(
     "shape, perm",
