@@ -1,27 +1,27 @@
 """Transposes through view reshapes: a chain of transposes and reshapes composed at a finer shape, and refactored.
 
-A reshape that only splits or merges dims is a view: the data does not move.
-A transpose next to such a reshape is a transpose of the finer of the two
+A reshape that only splits or merges dims is a view: the data does not move. A
+transpose next to such a reshape is a transpose of the finer of the two
 shapes, with each dim of the coarser shape a run of adjacent fine dims. So a
-chain transpose, reshape, transpose, reshape, ... (a MobileViT patch unfold
-or fold) is one transpose at the finest common shape: split the dims on
-either side of each reshape wherever the other side has a boundary inside
-them, and transpose-compose meets the transposes. transpose-rank then merges
-back the dims that stay adjacent, and transpose-peel-leading-dim offers a
-rank-5 or rank-6 permutation as two transposes (the first moves one dim to
-the front, the second permutes the rest below it), which Vela may run in far
-fewer passes. Which rank, which innermost axis and how many transposes: the
-cost model picks.
+chain transpose, reshape, transpose, reshape, ... (a MobileViT patch unfold or
+fold) is one transpose at the finest common shape: split the dims on either
+side of each reshape wherever the other side has a boundary inside them, and
+transpose-compose meets the transposes. transpose-rank then merges back the
+dims that stay adjacent, and transpose-peel-leading-dim offers a rank-5 or
+rank-6 permutation that keeps its innermost axis as two transposes (the first
+moves one dim to the front, the second permutes the rest below it), which Vela
+may run in far fewer passes. Which rank, which innermost axis and how many
+transposes: the cost model picks.
 
 Laws:
 - transpose-split-dim-at-source-boundary: a transpose of reshape(x, s) is a
-  transpose of s with one dim split in two, where shape(x) has a boundary
-  (a prefix product) strictly inside that dim of s.
+  transpose of s with one dim split in two, where shape(x) has a boundary (a
+  prefix product) strictly inside that dim of s.
 - reshape-split-transposed-dim-at-target-boundary: reshape(transpose(x, p), s)
-  reads the transpose with one output dim split in two, where s has a
-  boundary strictly inside that dim; the split is made on x's dim.
-- transpose-peel-leading-dim: transpose(x, p) == transpose(transpose(x, q), p')
-  where q moves the dim p[0] to the front and p' keeps dim 0 in place.
+  reads the transpose with one output dim split in two, where s has a boundary
+  strictly inside that dim; the split is made on x's dim.
+- transpose-peel-leading-dim: transpose(x, p) == transpose(transpose(x, q),
+  p') where q moves the dim p[0] to the front and p' keeps dim 0 in place.
 
 Bounds: the split laws fire only in a transpose, reshape, transpose window
 (the chains whose transposes can meet), and each at one boundary: the
@@ -31,11 +31,12 @@ adds a transpose of rank one more than the one it matched, only up to
 MAX_RANK, and only at boundaries that a shape in the window already has. Each
 split law joins the matched window with its two shapes, two `index_below`
 enumerations (at most MAX_RANK rows each that match) and `prefix_product`
-lookups keyed on those shapes, so a round's work grows with the windows,
-never with pairs of them. Peeling matches one transpose of rank >= 5 and
-builds two; the inner one (one dim moved to the front) and the outer one
-(dim 0 fixed) are never peeled again, and transpose-compose maps every product
-back to a permutation of the same operand, of which a rank r has r!.
+lookups keyed on those shapes, so a round's work grows with the windows, never
+with pairs of them. Peeling matches one transpose of rank >= 5 that keeps its
+innermost axis, and builds two; the inner one (one dim moved to the front) and
+the outer one (dim 0 fixed) are never peeled again, and transpose-compose maps
+every product back to a permutation of the same operand, of which a rank r has
+r!.
 """
 
 from __future__ import annotations
@@ -127,12 +128,14 @@ def _transpose_factoring():
     lead = var("lead", i64)
     # transpose(x, p) == transpose(transpose(x, q), p')  for p[0] != 0, where q == [p[0], 0, ..., p[0] - 1, p[0] + 1, ...]
     #   moves dim p[0] to the front and p' == [0, q⁻¹[p[1]], q⁻¹[p[2]], ...] keeps it there; not when p == q.
-    #   Only for rank >= 5, the transposes Vela decomposes into the most passes (and the ones a composed chain has).
+    #   Only for rank >= 5 with the innermost axis in place: the transposes Vela decomposes into the most passes
+    #   (a composed unfold or fold is one), peeled into factors that keep the innermost axis too.
     yield law(
         "transpose-peel-leading-dim",
         x.transpose(p),
         x.transpose(front).transpose(rest),
         i64(5) <= p.length(),
+        eq(p[p.length() - 1]).to(p.length() - 1),
         eq(lead).to(p[0]),
         ne(lead).to(i64(0)),
         eq(front).to(inserted(p.length().range().remove(lead), i64(0), lead)),

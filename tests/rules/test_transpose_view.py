@@ -94,13 +94,14 @@ def test_transpose_peels_its_leading_dim_into_two_transposes():
     assert ((2, 0, 1, 3, 4), (2, 3, 4, 5, 6)) in transposes_of(s, outer.args[0])
 
 
-def test_transpose_peel_does_not_fire_when_the_leading_dim_stays_or_is_all_that_moves_or_below_rank_5():
+def test_transpose_peel_does_not_fire_when_the_leading_dim_stays_or_is_all_that_moves_or_the_innermost_moves_or_below_rank_5():
     g = GraphBuilder()
     x = g.input("x", (2, 3, 4, 5, 6))
     stays = g.call(permute, x, [0, 2, 3, 1, 4])
     only_the_front_moves = g.call(permute, x, [2, 0, 1, 3, 4])
+    innermost_moves = g.call(permute, x, [2, 0, 4, 1, 3])
     rank_4 = g.call(permute, g.input("y", (2, 3, 4, 5)), [2, 0, 3, 1])
-    s = Saturated(g.output(stays, only_the_front_moves, rank_4), transpose_view)
+    s = Saturated(g.output(stays, only_the_front_moves, innermost_moves, rank_4), transpose_view)
     assert s.fired("transpose-peel-leading-dim") == 0
 
 
@@ -141,8 +142,8 @@ def view_chains(draw):
     return g.output(value)
 
 
-# measured: source-boundary fires in 17 of 20 cases, target-boundary in 16, peel in 5; stated: 0.2 less, at least one case
-@law_fires_in(0.65, "transpose-split-dim-at-source-boundary")
+# measured: source-boundary fires in 16 of 20 cases, target-boundary in 16, peel in 2; stated: 0.2 less, at least one case
+@law_fires_in(0.6, "transpose-split-dim-at-source-boundary")
 @law_fires_in(0.6, "reshape-split-transposed-dim-at-target-boundary")
 @law_fires_in(0.05, "transpose-peel-leading-dim")
 @settings(max_examples=20, deadline=None, derandomize=True)
