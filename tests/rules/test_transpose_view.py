@@ -7,6 +7,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from eqsat.rules import enode_count
 from eqsat.rules.reshape import reshape
 from eqsat.rules.transpose import transpose
 from eqsat.rules.transpose_rank import transpose_rank
@@ -105,12 +106,14 @@ def test_transpose_peel_does_not_fire_when_the_leading_dim_stays_or_is_all_that_
     assert s.fired("transpose-peel-leading-dim") == 0
 
 
-def patch_unfold(g: GraphBuilder, features):
-    """MobileViT's unfold of NHWC features (1, 16, 16, 32) into (4, 64, 32): 2x2 patches, the feature dim last."""
+def patch_unfold(g: GraphBuilder, features, channels: int = 32, size: int = 16, patch: int = 2):
+    """MobileViT's unfold of NHWC features (1, size, size, channels) into (patch², (size / patch)², channels): the
+    feature dim last."""
+    cells = size // patch
     nchw = g.call(permute, features, [0, 3, 1, 2])
-    patches = g.call(permute, g.call(view, nchw, [256, 2, 8, 2]), [0, 2, 1, 3])
-    tokens = g.call(permute, g.call(view, patches, [1, 32, 64, 4]), [0, 3, 2, 1])
-    return g.call(view, tokens, [4, 64, 32])
+    patches = g.call(permute, g.call(view, nchw, [channels * cells, patch, cells, patch]), [0, 2, 1, 3])
+    tokens = g.call(permute, g.call(view, patches, [1, channels, cells * cells, patch * patch]), [0, 3, 2, 1])
+    return g.call(view, tokens, [patch * patch, cells * cells, channels])
 
 
 def test_patch_unfold_composes_into_one_transpose_that_keeps_the_feature_dim_innermost():
@@ -123,6 +126,20 @@ def test_patch_unfold_composes_into_one_transpose_that_keeps_the_feature_dim_inn
     # and as two transposes of rank 3 and 4, the first moving the patch row offset to the front: (8, 2, 512) -> (2, 8, 512),
     # then (2, 8, 8, 2, 32) read as (2, 64, 2, 32) -> (2, 2, 64, 32)
     assert ((0, 2, 1, 3), (2, 64, 2, 32)) in transposes_of(s, s.class_of(unfolded))
+
+
+def test_patch_unfolds_of_the_same_shape_grow_the_egraph_one_chain_at_a_time():
+    """The laws join no two windows: 12 unfolds of 12 inputs saturate in as many iterations as one, into at most 12
+    times its e-nodes (measured: 845 for one, 7500 for 12; the shapes and lookups are shared)."""
+    sizes = {}
+    for count in (1, 12):
+        g = GraphBuilder()
+        outputs = [patch_unfold(g, g.input(f"x{i}", (1, 4, 4, 8)), channels=8, size=4) for i in range(count)]
+        s = Saturated(g.output(*outputs), transpose_view, transpose_rank, transpose, reshape)
+        assert s.result.stop_reason == "saturated"
+        sizes[count] = (s.result.iterations, enode_count(s.loaded.egraph))
+    assert sizes[12][0] == sizes[1][0]
+    assert sizes[12][1] <= 12 * sizes[1][1]
 
 
 @st.composite
