@@ -15,7 +15,9 @@ inductive helper); the helpers that enumerate a Vec (`concat_offset`,
 `prefix_min`, `window`, `rescaled_sources`, `transposed_sources`,
 `inverse_perm`, `paired_perm`, `transposed_inputs`) take one element per
 step, and only for the terms whose law reads them (a transpose under a slice,
-of a pad, of a concat); `index_below` is 21 rows, whatever the graph. Ops of
+of a pad, of a concat); `first_inner_boundary` is one row per pair of shapes
+around the reshape of a transpose, reshape, transpose window, its rules
+keyed on the window; `index_below` is 21 rows, whatever the graph. Ops of
 one key share their dtype through `keyed_dtype` instead of a join of every
 pair of same-key ops.
 """
@@ -607,19 +609,25 @@ def _first_inner_boundaries():
     source, out = var("source", Vec[i64]), var("out", Vec[i64])
     w, y, reader = var("w", Tensor), var("y", Tensor), var("reader", Tensor)
     q, boundary, outer, dim = var("q", Vec[i64]), var("boundary", i64), var("outer", i64), var("dim", i64)
-    # first_inner_boundary(s, shape(x)) <= b  for transpose(reshape(x, s), p) with x a transpose, b a boundary of shape(x) inside s
+    # first_inner_boundary(s, shape(x)) <= b  for transpose(reshape(x, s), p) with x a transpose, b a boundary of shape(x) inside s,
+    #   neither shape with a unit dim (the windows transpose-view splits)
     yield rule(
         eq(t).to(x.reshape(new_shape).transpose(perm)),
         eq(x).to(w.transpose(q)),
         eq(source).to(shape(x)),
+        new_shape.not_contains(i64(1)),
+        source.not_contains(i64(1)),
         *boundary_inside(new_shape, dim, source, boundary, outer),
         name="first-inner-boundary-of-source",
     ).then(set_(first_inner_boundary(new_shape, source)).to(boundary))
-    # first_inner_boundary(shape(y), s) <= b  for transpose(reshape(y, s), q) with y == transpose(x, p), b a boundary of s inside shape(y)
+    # first_inner_boundary(shape(y), s) <= b  for transpose(reshape(y, s), q) with y == transpose(x, p), b a boundary of s inside shape(y),
+    #   neither shape with a unit dim
     yield rule(
         eq(reader).to(y.reshape(new_shape).transpose(q)),
         eq(y).to(x.transpose(perm)),
         eq(out).to(shape(y)),
+        new_shape.not_contains(i64(1)),
+        out.not_contains(i64(1)),
         *boundary_inside(out, dim, new_shape, boundary, outer),
         name="first-inner-boundary-of-target",
     ).then(set_(first_inner_boundary(out, new_shape)).to(boundary))

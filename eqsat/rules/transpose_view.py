@@ -24,7 +24,9 @@ Laws:
   p') where q moves the dim p[0] to the front and p' keeps dim 0 in place.
 
 Bounds: the split laws fire only in a transpose, reshape, transpose window
-(the chains whose transposes can meet), and each at one boundary: the
+(the chains whose transposes can meet) whose shapes around the reshape have no
+unit dim (transpose-drop-unit-dim gives each window such a form, so a window
+is not split once per placement of its unit dims), and each at one boundary: the
 smallest, `first_inner_boundary` of the analysis. So the splits of a window
 form one sequence, coarse to fine, not every subset of its boundaries; each
 adds a transpose of rank one more than the one it matched, only up to
@@ -85,13 +87,16 @@ def _splits_at_view_boundaries():
     # transpose(reshape(x, s), p) == reshape(transpose(reshape(x, s'), p'), s∘p)
     #   where s' is s with dim k split into (a, s[k] / a) at a boundary of shape(x) strictly inside dim k, rank(s) < MAX_RANK,
     #   and p' is p with input dim k read as the adjacent pair (k, k + 1), dims above k renumbered up by one.
-    #   Only where x is itself a transpose (transpose, reshape, transpose), the chains whose transposes can meet.
+    #   Only where x is itself a transpose (transpose, reshape, transpose), the chains whose transposes can meet, and
+    #   neither shape has a unit dim (transpose-drop-unit-dim gives every such chain a form without them).
     yield law(
         "transpose-split-dim-at-source-boundary",
         x.reshape(s).transpose(p),
         x.reshape(split).transpose(split_perm(p, i, k)).reshape(out),
         eq(x).to(w.transpose(q)),
         eq(source).to(shape(x)),
+        s.not_contains(i64(1)),
+        source.not_contains(i64(1)),
         eq(s.length()).to(p.length()),
         s.length() < i64(MAX_RANK),
         *boundary_inside(s, k, source, boundary, outer),
@@ -105,7 +110,8 @@ def _splits_at_view_boundaries():
     # reshape(transpose(x, p), s) == reshape(transpose(reshape(x, shape(x)'), p'), s)
     #   where s has a boundary strictly inside output dim i of the transpose, a elements in, rank(x) < MAX_RANK;
     #   shape(x)' is shape(x) with dim p[i] split into (a, shape(x)[p[i]] / a), and p' reads it as that adjacent pair.
-    #   Only where a transpose reads the reshape (transpose, reshape, transpose), the chains whose transposes can meet.
+    #   Only where a transpose reads the reshape (transpose, reshape, transpose), the chains whose transposes can meet,
+    #   and neither shape has a unit dim (transpose-drop-unit-dim gives every such chain a form without them).
     yield law(
         "reshape-split-transposed-dim-at-target-boundary",
         transposed.reshape(s),
@@ -114,6 +120,8 @@ def _splits_at_view_boundaries():
         eq(transposed).to(x.transpose(p)),
         eq(z_shape).to(shape(x)),
         eq(out).to(shape(transposed)),
+        s.not_contains(i64(1)),
+        out.not_contains(i64(1)),
         z_shape.length() < i64(MAX_RANK),
         *boundary_inside(out, i, s, boundary, outer),
         eq(boundary).to(first_inner_boundary(out, s)),
