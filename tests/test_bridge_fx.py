@@ -526,5 +526,5 @@ def test_merging_duplicates_is_sound_on_int8_and_int16_tosa_graphs(spec):
         for seed in range(4):
             extracted = saturated.random_extraction(seed)
             for trial in range(2):
-                inputs = fuzz.random_int8_inputs(original, trial)
+                inputs = fuzz.random_full_range_inputs(original, trial)
                 assert all(torch.equal(a, b) for a, b in zip(fuzz.evaluate(original, inputs), fuzz.evaluate(extracted, inputs), strict=True))

@@ -30,6 +30,7 @@ from eqsat.rules import (
     slice_pushdown,
     transpose,
     transpose_rank,
+    transpose_view,
 )
 
 ANALYSIS: Ruleset = analysis.analysis
@@ -40,6 +41,7 @@ RULESETS: dict[str, Ruleset] = {
     "concat-slice": concat_slice.concat_slice,
     "reshape": reshape.reshape,
     "transpose-rank": transpose_rank.transpose_rank,
+    "transpose-view": transpose_view.transpose_view,
     "slice-pushdown": slice_pushdown.slice_pushdown,
     "rescale": rescale.rescale,
     "reduce": reduce.reduce,

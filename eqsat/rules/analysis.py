@@ -15,7 +15,9 @@ inductive helper); the helpers that enumerate a Vec (`concat_offset`,
 `prefix_min`, `window`, `rescaled_sources`, `transposed_sources`,
 `inverse_perm`, `paired_perm`, `transposed_inputs`) take one element per
 step, and only for the terms whose law reads them (a transpose under a slice,
-of a pad, of a concat); `index_below` is 21 rows, whatever the graph. Ops of
+of a pad, of a concat); `first_inner_boundary` is one row per pair of shapes
+around the reshape of a transpose, reshape, transpose window, its rules
+keyed on the window; `index_below` is 21 rows, whatever the graph. Ops of
 one key share their dtype through `keyed_dtype` instead of a join of every
 pair of same-key ops.
 """
@@ -571,3 +573,61 @@ def _permutation_lookups():
         eq(item).to(Tensor.element(parts, index)),
         name="transposed-inputs-next",
     ).then(set_(transposed_inputs(parts, perm, index + 1)).to(built.push(item.transpose(perm))))
+
+
+def boundary_inside(dims: Vec[i64], dim: i64, other: Vec[i64], boundary: i64, outer: i64) -> list:
+    """Query facts: `boundary`, a prefix product of `other` (the elements in its leading dims), ends strictly inside
+    dims[dim], `outer` elements of that dim in, so that splitting dims[dim] into (outer, dims[dim] / outer) puts a
+    boundary there."""
+    before, count = var("before", i64), var("count", i64)
+    return [
+        index_below(dims.length(), dim),
+        index_below(other.length(), count),
+        eq(before).to(prefix_product(dims, dim)),
+        eq(boundary).to(prefix_product(other, count)),
+        before < boundary,
+        boundary < before * dims[dim],
+        eq(boundary % before).to(i64(0)),
+        eq(outer).to(boundary / before),
+        eq(dims[dim] % outer).to(i64(0)),
+    ]
+
+
+@function(egg_fn="first_inner_boundary", merge=lambda old, new: old.min(new))
+def first_inner_boundary(dims: Vec[i64], other: Vec[i64]) -> i64:
+    """The smallest prefix product of `other` that ends strictly inside a dim of `dims` and splits it evenly (merge:
+    min, so its value after the analysis saturates is the smallest).
+
+    Defined for the shapes on either side of the reshape in every transpose, reshape, transpose chain, so that
+    transpose-view splits a chain's dims one boundary after the other, in order, rather than in every subset of
+    the boundaries.
+    """
+
+
+@analysis.register
+def _first_inner_boundaries():
+    source, out = var("source", Vec[i64]), var("out", Vec[i64])
+    w, y, reader = var("w", Tensor), var("y", Tensor), var("reader", Tensor)
+    q, boundary, outer, dim = var("q", Vec[i64]), var("boundary", i64), var("outer", i64), var("dim", i64)
+    # first_inner_boundary(s, shape(x)) <= b  for transpose(reshape(x, s), p) with x a transpose, b a boundary of shape(x) inside s,
+    #   neither shape with a unit dim (the windows transpose-view splits)
+    yield rule(
+        eq(t).to(x.reshape(new_shape).transpose(perm)),
+        eq(x).to(w.transpose(q)),
+        eq(source).to(shape(x)),
+        new_shape.not_contains(i64(1)),
+        source.not_contains(i64(1)),
+        *boundary_inside(new_shape, dim, source, boundary, outer),
+        name="first-inner-boundary-of-source",
+    ).then(set_(first_inner_boundary(new_shape, source)).to(boundary))
+    # first_inner_boundary(shape(y), s) <= b  for transpose(reshape(y, s), q) with y == transpose(x, p), b a boundary of s inside shape(y),
+    #   neither shape with a unit dim
+    yield rule(
+        eq(reader).to(y.reshape(new_shape).transpose(q)),
+        eq(y).to(x.transpose(perm)),
+        eq(out).to(shape(y)),
+        new_shape.not_contains(i64(1)),
+        out.not_contains(i64(1)),
+        *boundary_inside(out, dim, new_shape, boundary, outer),
+        name="first-inner-boundary-of-target",
+    ).then(set_(first_inner_boundary(out, new_shape)).to(boundary))

@@ -1,0 +1,169 @@
+"""eqsat.rules.transpose_view: one test per law that it fires, one where its guard fails, soundness, and the
+patch unfold chain composed at its finest shape and refactored."""
+
+from __future__ import annotations
+
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from eqsat.rules import enode_count
+from eqsat.rules.reshape import reshape
+from eqsat.rules.transpose import transpose
+from eqsat.rules.transpose_rank import transpose_rank
+from eqsat.rules.transpose_view import transpose_view
+from tests.graphs import GraphBuilder
+from tests.rules.harness import Saturated, law_fires_in
+from tests.rules.test_reshape import reshaped_shapes, terms
+
+aten = torch.ops.aten
+view, permute = aten.view_copy.default, aten.permute_copy.default
+
+
+def transposes_of(s: Saturated, eclass: str) -> set[tuple[tuple[int, ...], tuple[int, ...]]]:
+    """(perm, shape of its input) of every transpose in eclass and under every reshape in eclass."""
+    found = {(t.attrs[0], s.view.types[t.args[0]].shape) for t in terms(s, eclass, "Transpose")}
+    for outer in terms(s, eclass, "Reshape"):
+        found |= {(t.attrs[0], s.view.types[t.args[0]].shape) for t in terms(s, outer.args[0], "Transpose")}
+    return found
+
+
+def test_transpose_of_a_merging_reshape_splits_at_the_source_boundary():
+    # transpose, reshape (2, 3, 4) -> (6, 4), transpose: the second transpose is read on (2, 3, 4)
+    g = GraphBuilder()
+    x = g.input("x", (3, 2, 4))
+    first = g.call(permute, x, [1, 0, 2])
+    t = g.call(permute, g.call(view, first, [6, 4]), [1, 0])
+    s = Saturated(g.output(t), transpose_view, reshape)
+    assert s.fired("transpose-split-dim-at-source-boundary") >= 1
+    assert ((2, 0, 1), (2, 3, 4)) in transposes_of(s, s.class_of(t))
+
+
+def test_transpose_split_at_source_boundary_does_not_fire_when_the_reshape_only_splits():
+    # (6, 4) split to (2, 3, 4): every boundary of the source is one of the reshape's, nothing lies inside a dim
+    g = GraphBuilder()
+    x = g.input("x", (4, 6))
+    first = g.call(permute, x, [1, 0])
+    t = g.call(permute, g.call(view, first, [2, 3, 4]), [2, 0, 1])
+    s = Saturated(g.output(t), transpose_view, reshape)
+    assert s.fired("transpose-split-dim-at-source-boundary") == 0
+
+
+def test_transpose_split_at_source_boundary_does_not_fire_without_a_transpose_before_the_reshape():
+    g = GraphBuilder()
+    x = g.input("x", (2, 3, 4))
+    t = g.call(permute, g.call(view, x, [6, 4]), [1, 0])
+    s = Saturated(g.output(t), transpose_view, reshape)
+    assert s.fired("transpose-split-dim-at-source-boundary") == 0
+
+
+def test_reshape_splitting_a_transposed_dim_moves_the_split_onto_the_operand():
+    g = GraphBuilder()
+    x = g.input("x", (4, 6))
+    r = g.call(view, g.call(permute, x, [1, 0]), [2, 3, 4])
+    t = g.call(permute, r, [0, 2, 1])
+    s = Saturated(g.output(t), transpose_view, reshape)
+    assert s.fired("reshape-split-transposed-dim-at-target-boundary") >= 1
+    assert ((1, 2, 0), (4, 2, 3)) in transposes_of(s, s.class_of(r))
+
+
+def test_reshape_split_at_target_boundary_does_not_fire_when_the_reshape_only_merges():
+    g = GraphBuilder()
+    x = g.input("x", (2, 3, 4))
+    r = g.call(view, g.call(permute, x, [2, 0, 1]), [4, 6])
+    t = g.call(permute, r, [1, 0])
+    s = Saturated(g.output(t), transpose_view, reshape)
+    assert s.fired("reshape-split-transposed-dim-at-target-boundary") == 0
+
+
+def test_reshape_split_at_target_boundary_does_not_fire_without_a_transpose_reading_the_reshape():
+    g = GraphBuilder()
+    x = g.input("x", (4, 6))
+    r = g.call(view, g.call(permute, x, [1, 0]), [2, 3, 4])
+    s = Saturated(g.output(r), transpose_view, reshape)
+    assert s.fired("reshape-split-transposed-dim-at-target-boundary") == 0
+
+
+def test_transpose_peels_its_leading_dim_into_two_transposes():
+    g = GraphBuilder()
+    x = g.input("x", (2, 3, 4, 5, 6))
+    t = g.call(permute, x, [2, 0, 3, 1, 4])
+    s = Saturated(g.output(t), transpose_view)
+    assert s.fired("transpose-peel-leading-dim") == 1
+    (outer,) = [term for term in s.terms_of(t) if term.op == "Transpose" and term.args[0] != s.class_of(x)]
+    assert outer.attrs[0] == (0, 1, 3, 2, 4)
+    assert ((2, 0, 1, 3, 4), (2, 3, 4, 5, 6)) in transposes_of(s, outer.args[0])
+
+
+def test_transpose_peel_does_not_fire_when_the_leading_dim_stays_or_is_all_that_moves_or_the_innermost_moves_or_below_rank_5():
+    g = GraphBuilder()
+    x = g.input("x", (2, 3, 4, 5, 6))
+    stays = g.call(permute, x, [0, 2, 3, 1, 4])
+    only_the_front_moves = g.call(permute, x, [2, 0, 1, 3, 4])
+    innermost_moves = g.call(permute, x, [2, 0, 4, 1, 3])
+    rank_4 = g.call(permute, g.input("y", (2, 3, 4, 5)), [2, 0, 3, 1])
+    s = Saturated(g.output(stays, only_the_front_moves, innermost_moves, rank_4), transpose_view)
+    assert s.fired("transpose-peel-leading-dim") == 0
+
+
+def patch_unfold(g: GraphBuilder, features, channels: int = 32, size: int = 16, patch: int = 2):
+    """MobileViT's unfold of NHWC features (1, size, size, channels) into (patch², (size / patch)², channels): the
+    feature dim last."""
+    cells = size // patch
+    nchw = g.call(permute, features, [0, 3, 1, 2])
+    patches = g.call(permute, g.call(view, nchw, [channels * cells, patch, cells, patch]), [0, 2, 1, 3])
+    tokens = g.call(permute, g.call(view, patches, [1, channels, cells * cells, patch * patch]), [0, 3, 2, 1])
+    return g.call(view, tokens, [patch * patch, cells * cells, channels])
+
+
+def test_patch_unfold_composes_into_one_transpose_that_keeps_the_feature_dim_innermost():
+    g = GraphBuilder()
+    x = g.input("x", (1, 16, 16, 32))
+    unfolded = patch_unfold(g, x)
+    s = Saturated(g.output(unfolded), transpose_view, transpose_rank, transpose, reshape)
+    assert s.result.stop_reason == "saturated"
+    assert ((1, 3, 0, 2, 4), (8, 2, 8, 2, 32)) in transposes_of(s, s.class_of(unfolded))
+    # and as two transposes of rank 3 and 4, the first moving the patch row offset to the front: (8, 2, 512) -> (2, 8, 512),
+    # then (2, 8, 8, 2, 32) read as (2, 64, 2, 32) -> (2, 2, 64, 32)
+    assert ((0, 2, 1, 3), (2, 64, 2, 32)) in transposes_of(s, s.class_of(unfolded))
+
+
+def test_patch_unfolds_of_the_same_shape_grow_the_egraph_one_chain_at_a_time():
+    """The laws join no two windows: 12 unfolds of 12 inputs saturate in as many iterations as one, into at most 12
+    times its e-nodes (measured: 474 for one, 4005 for 12; the shapes and lookups are shared)."""
+    sizes = {}
+    for count in (1, 12):
+        g = GraphBuilder()
+        outputs = [patch_unfold(g, g.input(f"x{i}", (1, 4, 4, 8)), channels=8, size=4) for i in range(count)]
+        s = Saturated(g.output(*outputs), transpose_view, transpose_rank, transpose, reshape)
+        assert s.result.stop_reason == "saturated"
+        sizes[count] = (s.result.iterations, enode_count(s.loaded.egraph))
+    assert sizes[12][0] == sizes[1][0]
+    assert sizes[12][1] <= 12 * sizes[1][1]
+
+
+@st.composite
+def view_chains(draw):
+    """x (int8 or int16, rank 2-5) -> transpose, reshape, transpose (and maybe reshape, transpose again): the reshapes
+    merge, split or refactor dims, so that their boundaries fall inside the transposes' dims."""
+    dtype = draw(st.sampled_from([torch.int8, torch.int16]))
+    rank = draw(st.integers(2, 5))
+    g = GraphBuilder()
+    value = g.input("x", tuple(draw(st.lists(st.sampled_from([1, 2, 3, 4, 6]), min_size=rank, max_size=rank))), dtype)
+    for step in range(draw(st.sampled_from([3, 5]))):
+        shape = tuple(value.meta["val"].shape)
+        if step % 2:
+            value = g.call(view, value, draw(reshaped_shapes(shape, ("merge", "split", "any"))))
+        else:
+            value = g.call(permute, value, list(draw(st.permutations(range(len(shape))))))
+    return g.output(value)
+
+
+# measured: source-boundary fires in 16 of 20 cases, target-boundary in 16, peel in 2; stated: 0.2 less, at least one case
+@law_fires_in(0.6, "transpose-split-dim-at-source-boundary")
+@law_fires_in(0.6, "reshape-split-transposed-dim-at-target-boundary")
+@law_fires_in(0.05, "transpose-peel-leading-dim")
+@settings(max_examples=20, deadline=None, derandomize=True)
+@given(view_chains())
+def test_transpose_view_laws_are_sound(graph_module):
+    Saturated(graph_module, transpose_view, transpose_rank, transpose, reshape).assert_every_extraction_agrees()
