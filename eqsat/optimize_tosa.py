@@ -9,11 +9,7 @@ lowering); otherwise the original bytes are written unchanged.
 
 from __future__ import annotations
 
-import contextlib
-import os
-import sys
 from collections import Counter
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from eqsat import bridge_tosa, validate, vela
@@ -89,23 +85,8 @@ def optimize_file(data: bytes, target: str, *, trials: int = 3, seed: int = 0, *
         operators_after=Counter(o.op for o in bridge_tosa.parse(candidate).operators),
     )
     try:
-        with _reference_model_quiet():
+        with validate.stdout_silenced():  # the reference model's version warning, per graph
             validate.assert_equivalent(data, candidate, trials=trials, seed=seed)
     except (validate.NotEquivalentError, validate.ReferenceModelError, ValueError) as error:
         result.mismatch = f"{type(error).__name__}: {error}"  # ValueError: the reference model refused a graph
     return result
-
-
-@contextlib.contextmanager
-def _reference_model_quiet() -> Iterator[None]:
-    """Silence what the reference model's C++ core prints to stdout: a warning, for every graph it loads, that
-    the file's TOSA 1.0 differs from its serializer's version (its verdict comes back as a status, not as text)."""
-    sys.stdout.flush()
-    saved = os.dup(1)
-    try:
-        with open(os.devnull, "w") as devnull:
-            os.dup2(devnull.fileno(), 1)
-            yield
-    finally:
-        os.dup2(saved, 1)
-        os.close(saved)

@@ -8,6 +8,10 @@ as the TOSA specification defines it.
 
 from __future__ import annotations
 
+import contextlib
+import os
+import sys
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
@@ -240,3 +244,20 @@ def _differing_elements(expected: np.ndarray, actual: np.ndarray) -> np.ndarray:
     """Return a boolean mask of the elements whose bits differ."""
     as_bytes = np.dtype((np.void, expected.dtype.itemsize))
     return expected.view(as_bytes) != actual.view(as_bytes)
+
+
+@contextlib.contextmanager
+def stdout_silenced() -> Iterator[None]:
+    """Silence file descriptor 1, where native code prints outside Python's control: the reference model
+    warns there for every graph it loads that the file's TOSA version differs from its own, and the Arm
+    backend's lowering prints there too."""
+    sys.stdout.flush()
+    saved = os.dup(1)
+    try:
+        with open(os.devnull, "w") as devnull:
+            os.dup2(devnull.fileno(), 1)
+            yield
+    finally:
+        sys.stdout.flush()
+        os.dup2(saved, 1)
+        os.close(saved)

@@ -11,11 +11,8 @@ Usage:
 """
 
 import argparse
-import contextlib
-import os
 import sys
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass
 
 import torch
@@ -28,6 +25,7 @@ from executorch.exir import to_edge_transform_and_lower
 from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
 
 from benchmarks.zoo import ZOO, ModelSpec, get
+from eqsat.validate import stdout_silenced
 
 TARGETS = ("ethos-u55-128", "ethos-u85-256")
 DELEGATE_CALL = "executorch_call_delegate"
@@ -51,21 +49,6 @@ class DelegationResult:
     @property
     def fully_delegated(self) -> bool:
         return self.error is None and self.delegates > 0 and not self.leftover_ops
-
-
-@contextlib.contextmanager
-def stdout_silenced() -> Iterator[None]:
-    """Silence file descriptor 1, which also catches Vela's native prints."""
-    sys.stdout.flush()
-    saved_fd = os.dup(1)
-    try:
-        with open(os.devnull, "w") as devnull:
-            os.dup2(devnull.fileno(), 1)
-            yield
-    finally:
-        sys.stdout.flush()
-        os.dup2(saved_fd, 1)
-        os.close(saved_fd)
 
 
 def op_name(target: object) -> str:
