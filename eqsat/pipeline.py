@@ -530,9 +530,8 @@ def optimize(graph_module: fx.GraphModule, target: str = "ethos-u55-128", **opti
                 loaded = bridge_fx.to_egraph(
                     graph_module, merge_duplicates=parsed.merge_duplicates, checkpoint=deadlines.check, into=scratch
                 )
-                given = loaded.read().as_ir()
-                report.graph_before = given.as_data()
-                report.cost_before = cost_models.priced(given, model)
+                report.graph_before = loaded.read().as_ir()
+                report.cost_before = cost_models.priced(report.graph_before, model)
             report.dialect = loaded.dialect
             deadlines.check()
             optimized = _rebuild(loaded, model, parsed, deadlines, report)
