@@ -363,6 +363,23 @@ def slice_prices(
     return prices
 
 
+def _contexts(
+    graph: dict[Hashable, Term],
+    roots: list[Hashable],
+    type_of: Callable[[Hashable], TensorType | None],
+    model: CostModel,
+    term_cost: Callable[[Hashable, Term], float] | None,
+) -> tuple[dict[Hashable, Term], Callable[[Hashable, Term], float], set, dict[Hashable, float], dict[Hashable, float]]:
+    """The terms the roots read, the term pricer (the model's cost with the types of type_of by default), and the
+    contexts Vela prices differently: the values that cost nothing, the slices' prices, the shared input rescales'
+    extra cost."""
+    if term_cost is None:
+        term_cost = lambda value, term: model.cost(term, type_of(value), [type_of(a) for a in term.args])  # noqa: E731
+    live = {value: graph[value] for value in reachable(graph, roots)}
+    free = {*folded_transposes(live, roots, model, type_of), *fused_tables(live, roots, type_of)}
+    return live, term_cost, free, slice_prices(live, roots, type_of, model), shared_input_rescales(live, roots, type_of, model)
+
+
 def value_costs(
     graph: dict[Hashable, Term],
     roots: list[Hashable],
@@ -377,14 +394,10 @@ def value_costs(
     graph maps each value to the term computing it (every operand is a value of graph); roots are
     the graph outputs. term_cost(value, term) defaults to the model's cost with the types of type_of.
     """
-    if term_cost is None:
-        term_cost = lambda value, term: model.cost(term, type_of(value), [type_of(a) for a in term.args])  # noqa: E731
-    live = {value: graph[value] for value in reachable(graph, roots)}
-    costs = {value: term_cost(value, term) for value, term in live.items()}
-    for value in [*folded_transposes(live, roots, model, type_of), *fused_tables(live, roots, type_of)]:
-        costs[value] = 0.0
-    costs.update(slice_prices(live, roots, type_of, model))
-    for value, extra in shared_input_rescales(live, roots, type_of, model).items():
+    live, term_cost, free, slices, shared = _contexts(graph, roots, type_of, model, term_cost)
+    costs = {value: 0.0 if value in free else term_cost(value, term) for value, term in live.items()}
+    costs.update(slices)
+    for value, extra in shared.items():
         costs[value] += extra
     for value in copied_reshapes(live, roots):
         costs[value] += model.memory_copy(type_of(value))
@@ -401,13 +414,8 @@ def graph_cost(
     """What a graph costs: every term that the roots read, once, in the contexts Vela prices differently
     (the sum of value_costs; the reshape copies added last).
     """
-    if term_cost is None:
-        term_cost = lambda value, term: model.cost(term, type_of(value), [type_of(a) for a in term.args])  # noqa: E731
-    live = {value: graph[value] for value in reachable(graph, roots)}
-    free = {*folded_transposes(live, roots, model, type_of), *fused_tables(live, roots, type_of)}
-    slices = slice_prices(live, roots, type_of, model)
+    live, term_cost, free, slices, shared = _contexts(graph, roots, type_of, model, term_cost)
     total = sum(term_cost(value, term) for value, term in live.items() if value not in free and value not in slices)
-    shared = shared_input_rescales(live, roots, type_of, model)
     return total + sum(slices.values()) + sum(shared.values()) + reshape_copies(live, roots, type_of, model)
 
 
