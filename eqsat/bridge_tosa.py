@@ -63,8 +63,6 @@ TOSA_DTYPES = {torch.bool: DType.BOOL, torch.int8: DType.INT8, torch.int16: DTyp
 
 CONTROL_FLOW = frozenset({"COND_IF", "WHILE_LOOP"})
 
-ELEMENTWISE = {"ADD": TOSA.ADD.default, "SUB": TOSA.SUB.default}
-REDUCTIONS = {"REDUCE_SUM": TOSA.REDUCE_SUM.default, "REDUCE_MAX": TOSA.REDUCE_MAX.default, "REDUCE_MIN": TOSA.REDUCE_MIN.default}
 
 
 class TosaFileError(ValueError):
@@ -388,11 +386,11 @@ def _read_reduce(reader: _Reader, o: Operator):
     kwargs: dict[str, Any] = {"axis": int(o.fields.get("Axis", 0))}
     if "NanMode" in o.fields:
         kwargs["nan_mode"] = NAN_MODES[o.fields["NanMode"]]
-    return REDUCTIONS[o.op], (reader.value(o.inputs[0]),), kwargs, [0]
+    return getattr(TOSA, o.op).default, (reader.value(o.inputs[0]),), kwargs, [0]
 
 
 def _read_elementwise(reader: _Reader, o: Operator):
-    return ELEMENTWISE[o.op], (reader.value(o.inputs[0]), reader.value(o.inputs[1])), {}, [0, 1]
+    return getattr(TOSA, o.op).default, (reader.value(o.inputs[0]), reader.value(o.inputs[1])), {}, [0, 1]  # ADD, SUB
 
 
 def _read_mul(reader: _Reader, o: Operator):
