@@ -379,7 +379,9 @@ JOINT_SHRINK = 0.05
 def fit_jointly(records: list[dict], target: str, known: dict[str, dict]) -> dict[str, dict]:
     """Fit JOINT_FORMS' families together: a graph's cycles = the sum of its ops' costs (NNLS, weights 1/cycles).
 
-    Ops of other families are priced with the `known` single-op models and subtracted first.
+    Ops of other families are priced with the `known` single-op models and subtracted first, and so is the
+    elementwise pass of each binary op where the target runs it as measured alone (`vela_cost.elementwise_pass`):
+    the joint families fit what the rescales, clamps and broadcasts cost beyond it.
     """
     from scipy.optimize import nnls
 
@@ -389,7 +391,7 @@ def fit_jointly(records: list[dict], target: str, known: dict[str, dict]) -> dic
     columns = [(family, feature) for family, form in JOINT_FORMS.items() for feature in form]
     configs = [graph_configs(r, target) for r in graphs]
     x = np.array([_joint_row(c, columns) for c in configs])
-    offset = np.array([sum(_predict(known, k) for k in c if k.family not in JOINT_FORMS) for c in configs])
+    offset = np.array([sum(_predict(known, k) if k.family not in JOINT_FORMS else vela_cost.elementwise_pass(known, k, target) for k in c) for c in configs])
     y = np.array([measured(r, "total")[1] for r in graphs])
     weight = 1.0 / np.maximum(y, 1.0)
     a, b = x * weight[:, None], np.maximum(y - offset, 0.0) * weight

@@ -513,6 +513,25 @@ def op_cycles(model: dict, config: OpConfig) -> float:
     return max(0.0, sum(max(npu, access) for npu, access in npu_and_access(model, config)))
 
 
+ELEMENTWISE_PASS_ALONE = frozenset({"u55"})
+"""The target generations on which a binary op in a graph costs the elementwise pass measured alone.
+Ethos-U55 runs each ADD, SUB and MUL as a pass of its own at about that rate (tds-conv1d: 3072 cycles for a
+(1, 64, 32) ADD or SUB, 2048-2560 for a MUL; alone 2560). Ethos-U85 does not: there a pass in a graph costs
+half its rate alone (512 cycles for the same SUB, 1024 alone) and an ADD behind a convolution is chained into
+it at 0 cycles (resnet8), so its joint families price the whole op."""
+
+
+def elementwise_pass(models: dict[str, dict], config: OpConfig, target: str) -> float:
+    """The NPU pass a binary op (ADD, SUB, MUL) runs as on target, priced as measured alone
+    (`isolated/binary/OP`), where `ELEMENTWISE_PASS_ALONE`; 0 for other families and targets. Vela runs each
+    binary op as one elementwise pass, its rescales fused into it or run as passes of their own; the joint
+    family `binary/OP` prices what the op costs beyond that pass."""
+    if not config.family.startswith("binary/") or target_family(target) not in ELEMENTWISE_PASS_ALONE:
+        return 0.0
+    model = models.get(f"isolated/{config.family}")
+    return op_cycles(model, config) if model is not None else 0.0
+
+
 @dataclass
 class VelaCalibratedCost:
     """Estimated inference cycles of one e-node on target, from target's Vela calibration file.
@@ -595,7 +614,7 @@ class VelaCalibratedCost:
         model = self._model_for(config.family)
         if model is None:
             return float(config.features.get("elements", 1.0))
-        value = op_cycles(model, config)
+        value = op_cycles(model, config) + elementwise_pass(self._models, config, self.target)
         extra = config.features.get("with_input_rescales", 0.0)
         if extra:
             rescale = self._model_for("rescale_in/int8")
