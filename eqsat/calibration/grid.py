@@ -170,6 +170,9 @@ def _grid(target: str, split: str, scale: float) -> list[Sample]:
         add("conv2d", h=rng.choice((48, 64, 96)), w=rng.choice((48, 64, 96)), cin=rng.choice((3, 8, 16, 32)), cout=rng.choice((8, 16, 32, 64)), k=rng.choice((1, 3)), stride=rng.choice((1, 2)))
     for _ in range(n(8)):
         add("depthwise_conv2d", h=rng.choice((48, 64, 96)), w=rng.choice((48, 64, 96)), c=rng.choice((8, 16, 32)), k=3, stride=rng.choice((1, 2)))
+    for kind in ("avg_pool2d", "max_pool2d"):  # more pools, over maps up to 64x64 (8 of each above)
+        for _ in range(n(12)):
+            add(kind, shape=[1, rng.choice((8, 16, 32, 64)), rng.choice((8, 16, 32, 64)), rng.choice((8, 16, 32, 64))], k=rng.choice((2, 3)), stride=rng.choice((1, 2)))
     return samples
 
 
