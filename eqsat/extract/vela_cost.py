@@ -64,7 +64,10 @@ What each op costs
   their sum matches Vela there; how the sum splits between them is only
   weakly identified (a MUL that always comes with its rescales may carry
   their cost). Features: elements, broadcast elements (an operand is
-  broadcast), batched elements (leading dimensions beyond HWC).
+  broadcast), batched elements (leading dimensions beyond HWC). On
+  Ethos-U55 an ADD, SUB or MUL also costs the elementwise pass it runs as,
+  priced as measured alone (`elementwise_pass`), and the joint fit prices
+  what its rescales add to that.
   * A per-channel RESCALE (int32 -> int8) is the output scaling of a
     convolution and costs 0; the convolution's fit includes it.
   * RESCALE int8 -> int8 and the other directions are priced as measured
@@ -92,7 +95,10 @@ What each op costs
   small grid (each with its output rescale): CONV2D and DEPTHWISE_CONV2D
   (MACs, output and input elements, weights), MATMUL (MACs, elements),
   AVG_POOL2D/MAX_POOL2D, REDUCE_SUM/REDUCE_MAX (elements, and whether the
-  channels are reduced), RESIZE (elements). These are proxies: Vela's
+  channels are reduced), RESIZE (elements). A convolution with a stride
+  above 3 runs as one convolution per output position along that axis
+  (`stride_splits`), each with its fixed cost and its weights. These are
+  proxies: Vela's
   convolution cost depends on block configurations and weight streaming
   that a linear model only approximates (about ±20% per op).
 - Any other op: the CLAMP-alone fit of its output dtype per output element
