@@ -173,6 +173,9 @@ def _grid(target: str, split: str, scale: float) -> list[Sample]:
     for kind in ("avg_pool2d", "max_pool2d"):  # more pools, over maps up to 64x64 (8 of each above)
         for _ in range(n(12)):
             add(kind, shape=[1, rng.choice((8, 16, 32, 64)), rng.choice((8, 16, 32, 64)), rng.choice((8, 16, 32, 64))], k=rng.choice((2, 3)), stride=rng.choice((1, 2)))
+    for _ in range(n(8)):  # a global average pool, the head of a classifier: the window is the whole map
+        size = rng.choice((4, 5, 6, 7, 8, 12))
+        add("avg_pool2d", shape=[1, size, size, rng.choice((16, 32, 64, 96))], k=size, stride=1)
     return samples
 
 

@@ -94,7 +94,8 @@ What each op costs
 - Opaque compute ops that rules never rewrite get proxies measured on a
   small grid (each with its output rescale): CONV2D and DEPTHWISE_CONV2D
   (MACs, output and input elements, weights), MATMUL (MACs, elements),
-  AVG_POOL2D/MAX_POOL2D, REDUCE_SUM/REDUCE_MAX (elements, and whether the
+  AVG_POOL2D/MAX_POOL2D (elements, and the input of a global pool, whose
+  window is the whole map), REDUCE_SUM/REDUCE_MAX (elements, and whether the
   channels are reduced), RESIZE (elements). A convolution with a stride
   above 3 runs as one convolution per output position along that axis
   (`stride_splits`), each with its fixed cost and its weights. These are
@@ -454,6 +455,9 @@ def _opaque_config(name: str, out: TensorType | None, args: list[TensorType | No
         features = {"one": 1.0, "elements": float(elements(out)), "in_elements": n_in, "in_batched_elements": n_in if is_batched(x) else 0.0}
         if x is not None and out is not None and len(x.shape) == len(out.shape) and x.shape:
             features["in_elements_last"] = n_in if x.shape[-1] > 1 and out.shape[-1] == 1 else 0.0  # reduces the channels
+        if op in ("AVG_POOL2D", "MAX_POOL2D") and x is not None and out is not None and len(x.shape) == len(out.shape) == 4:
+            # a global pool: its window is the whole map, and Vela's pooling cycles grow with the window
+            features["in_elements_global"] = n_in if out.shape[1] * out.shape[2] == 1 < x.shape[1] * x.shape[2] else 0.0
         return OpConfig(PROXY_OPS[op], features)
     if op == "RESCALE":
         return _rescale_config(args[0] if args else None, out, per_channel=True)

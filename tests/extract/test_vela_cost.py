@@ -337,3 +337,31 @@ def test_a_convolution_with_stride_eight_costs_about_what_vela_charges(target):
     term = Term("Opaque", (0, 1, 2), ("tosa.CONV2D.default#0",))
     predicted = VelaCalibratedCost(target).cost(term, tt([1, 1, 8, 16], "int32"), [tt([1, 1, 64, 8]), tt([16, 1, 8, 8]), tt([16], "int32")])
     assert predicted == pytest.approx(vela.cycles_total, rel=0.3)
+
+
+def test_a_global_pool_is_told_apart_from_a_windowed_one():
+    from eqsat.extract.vela_cost import op_config
+
+    pool = Term("Opaque", (0,), ("tosa.AVG_POOL2D.default#0",))
+    whole = op_config(pool, tt([1, 1, 1, 32]), [tt([1, 25, 5, 32])], "ethos-u55-128").features
+    window = op_config(pool, tt([1, 8, 8, 32]), [tt([1, 16, 16, 32])], "ethos-u55-128").features
+    assert whole["in_elements_global"] == whole["in_elements"] == 25 * 5 * 32
+    assert window["in_elements_global"] == 0.0
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_a_global_average_pool_costs_about_what_vela_charges(target):
+    """A (1, 25, 5, 32) map averaged to (1, 1, 1, 32), the head of ds-cnn-kws: Vela's pooling cycles grow with the
+    window (2736 on Ethos-U55), which the windowed pools of the grid (2x2, 3x3) do not show."""
+    import tosa_serializer as ts
+
+    from eqsat.calibration.graphs import _attr, _Graph
+    from eqsat.vela import estimate
+
+    g = _Graph()
+    x = g.input([1, 25, 5, 32], "int8")
+    attribute = _attr("AvgPool2dAttribute", kernel=[25, 5], stride=[1, 1], pad=[0, 0, 0, 0], acc_type=ts.DType.INT32)
+    g.output(g.op("pool", ts.Op.AVG_POOL2D, [x, g.const([1], "int8", [0]), g.const([1], "int8", [0])], [1, 1, 1, 32], "int8", attribute))
+    vela = estimate(g.tosa.serialize(), target).cycles_total
+    predicted = VelaCalibratedCost(target).cost(Term("Opaque", (0,), ("tosa.AVG_POOL2D.default#0",)), tt([1, 1, 1, 32]), [tt([1, 25, 5, 32])])
+    assert predicted == pytest.approx(vela, rel=0.35)
