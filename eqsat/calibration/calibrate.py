@@ -303,8 +303,9 @@ def calibrate(
     """Measure target's grid (resuming from workdir), fit, and write the calibration file; returns its data.
 
     With families, only those families are refitted into target's existing calibration file, which keeps
-    every other family (and those of families the grid has no samples of), and the refit is listed under "refits" (ethos-u85-256 keeps its transposes from
-    an older grid, see the README).
+    every other family (and those of families the grid has no samples of), prices the other ops of the
+    joint fit with its kept models, and lists the refit under "refits" (ethos-u85-256 keeps its transposes
+    from an older grid, see the README).
     """
     started = time.perf_counter()
     if samples is None:
@@ -314,7 +315,9 @@ def calibrate(
     records = measure(samples, target, workdir, jobs=jobs, progress=progress)
     wanted = {s.key for s in samples}
     measured = [r for k, r in records.items() if k in wanted]
-    models = {f: m for f, m in fit(measured, target).items()}
+    existing = json.loads(vela_cost.calibration_path(target).read_text()) if families else None
+    kept = {f: m for f, m in existing["models"].items() if not in_families(f, families)} if existing else None
+    models = fit(measured, target, kept)
     statuses: dict[str, int] = {}
     for record in measured:
         statuses[record["status"]] = statuses.get(record["status"], 0) + 1
@@ -334,7 +337,7 @@ def calibrate(
     path = Path(out) if out is not None else vela_cost.calibration_path(target)
     if families:
         refit = {"families": sorted(families), "created": data["created"], "grid": data["grid"], "vela_version": data["vela_version"]}
-        data = json.loads(vela_cost.calibration_path(target).read_text())
+        data = existing
         data["models"] = dict(sorted({**data["models"], **{f: m for f, m in models.items() if in_families(f, families)}}.items()))
         data["refits"] = [*data.get("refits", []), refit]
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -440,11 +440,12 @@ def _single_pass(observations_: list[Observation]) -> list[Observation]:
     return single if len(single) >= MIN_SINGLE_PASS else observations_
 
 
-def fit(records: list[dict], target: str) -> dict[str, dict]:
+def fit(records: list[dict], target: str, kept: dict[str, dict] | None = None) -> dict[str, dict]:
     """Fitted models by family, from the fit-split records.
 
     A single-op family gets an NPU model and, under "access", a memory-access model; contexts are the
-    mean `Op Cycles` of their role.
+    mean `Op Cycles` of their role. kept: models that stand in for the fitted ones of their families
+    (a refit of some families into an existing file), also where the joint fit prices the other ops.
     """
     models = {}
     access = _by_family(records, target, "access")
@@ -464,6 +465,7 @@ def fit(records: list[dict], target: str) -> dict[str, dict]:
         if family.startswith("context/"):
             y = np.array([o.cycles for o in obs])
             models[family] = {"features": ["one"], "coef": [float(y.mean())], "n": len(obs), "r2": None, "mape": None, "max": float(y.max())}
+    models.update(kept or {})
     models.update(fit_jointly(records, target, models))
     return dict(sorted(models.items()))
 
