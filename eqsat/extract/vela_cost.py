@@ -99,9 +99,9 @@ What each op costs
   channels are reduced), RESIZE (elements). A convolution with a stride
   above 3 runs as one convolution per output position along that axis
   (`stride_splits`), each with its fixed cost and its weights. These are
-  proxies: Vela's
-  convolution cost depends on block configurations and weight streaming
-  that a linear model only approximates (about ±20% per op).
+  proxies: Vela's convolution cost depends on block configurations and
+  weight streaming that a linear model only approximates (about ±20% per
+  op).
 - Any other op: the CLAMP-alone fit of its output dtype per output element
   (an uncalibrated proxy).
 
