@@ -47,7 +47,7 @@ def _calibrate(arguments: argparse.Namespace) -> int:
         print("eqsat calibrate: give --target T (to calibrate) and/or --report", file=sys.stderr)
         return 2
     for target in arguments.target or []:
-        data = calibrate.calibrate(target, workdir=arguments.workdir, jobs=arguments.jobs, scale=arguments.scale)
+        data = calibrate.calibrate(target, workdir=arguments.workdir, jobs=arguments.jobs, scale=arguments.scale, families=arguments.families)
         statuses = ", ".join(f"{count} {status}" for status, count in sorted(data["grid"]["statuses"].items()))
         print(f"{target}: {statuses} in {data['seconds'] / 60:.1f} min -> {vela_cost.calibration_path(target)}")
     if arguments.report:
@@ -160,6 +160,10 @@ def parser() -> argparse.ArgumentParser:
     calibrate_command.add_argument("--jobs", type=int, default=2, help="parallel Vela processes (default: 2)")
     calibrate_command.add_argument("--workdir", type=Path, default=None, help="cache of measured samples, to resume (default: ~/.cache/eqsat/calibration)")
     calibrate_command.add_argument("--scale", type=float, default=1.0, help="grid size factor (default: 1.0)")
+    calibrate_command.add_argument(
+        "--families", nargs="+", metavar="FAMILY", default=None,
+        help="refit only these op families (a name such as conv2d, or a kind such as binary) into the target's existing calibration file, keeping the others",
+    )
     calibrate_command.set_defaults(handler=_calibrate)
     optimize_command = commands.add_parser(
         "optimize",

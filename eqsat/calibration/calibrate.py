@@ -284,8 +284,29 @@ def _system_config(target: str) -> dict[str, str]:
     return {"accelerator_config": flags.get("accelerator-config", target), "system_config": flags.get("system-config", ""), "memory_mode": flags.get("memory-mode", ""), "config": flags.get("config", "")}
 
 
-def calibrate(target: str, *, workdir: Path = DEFAULT_WORKDIR, jobs: int = 2, scale: float = 1.0, out: Path | None = None, progress: bool = True, samples: list[Sample] | None = None) -> dict:
-    """Measure target's grid (resuming from workdir), fit, and write the calibration file; returns its data."""
+def in_families(family: str, families: list[str]) -> bool:
+    """Whether a fitted family is one of families, each a family name or the op kind before its '/' ("binary")."""
+    return any(family == f or family.startswith(f + "/") for f in families)
+
+
+def calibrate(
+    target: str,
+    *,
+    workdir: Path = DEFAULT_WORKDIR,
+    jobs: int = 2,
+    scale: float = 1.0,
+    out: Path | None = None,
+    progress: bool = True,
+    samples: list[Sample] | None = None,
+    families: list[str] | None = None,
+) -> dict:
+    """Measure target's grid (resuming from workdir), fit, and write the calibration file; returns its data.
+
+    With families, only those families are refitted into target's existing calibration file, which keeps
+    every other family (and those of families the grid has no samples of), prices the other ops of the
+    joint fit with its kept models, and lists the refit under "refits" (ethos-u85-256 keeps its transposes
+    from an older grid, see the README).
+    """
     started = time.perf_counter()
     if samples is None:
         samples = grid(target, "fit", scale) + grid(target, "heldout", scale)
@@ -294,7 +315,9 @@ def calibrate(target: str, *, workdir: Path = DEFAULT_WORKDIR, jobs: int = 2, sc
     records = measure(samples, target, workdir, jobs=jobs, progress=progress)
     wanted = {s.key for s in samples}
     measured = [r for k, r in records.items() if k in wanted]
-    models = {f: m for f, m in fit(measured, target).items()}
+    existing = json.loads(vela_cost.calibration_path(target).read_text()) if families else None
+    kept = {f: m for f, m in existing["models"].items() if not in_families(f, families)} if existing else None
+    models = fit(measured, target, kept)
     statuses: dict[str, int] = {}
     for record in measured:
         statuses[record["status"]] = statuses.get(record["status"], 0) + 1
@@ -312,6 +335,11 @@ def calibrate(target: str, *, workdir: Path = DEFAULT_WORKDIR, jobs: int = 2, sc
         "rejected": sorted(r["key"] for r in measured if r["status"] != "ok"),
     }
     path = Path(out) if out is not None else vela_cost.calibration_path(target)
+    if families:
+        refit = {"families": sorted(families), "created": data["created"], "grid": data["grid"], "vela_version": data["vela_version"]}
+        data = existing
+        data["models"] = dict(sorted({**data["models"], **{f: m for f, m in models.items() if in_families(f, families)}}.items()))
+        data["refits"] = [*data.get("refits", []), refit]
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(data, indent=1) + "\n")
     return data

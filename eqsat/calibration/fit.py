@@ -62,8 +62,8 @@ FORMS = {
     "conv2d": ("one", "macs", "elements", "in_elements", "weights"),
     "depthwise_conv2d": ("one", "macs", "elements", "in_elements", "weights"),
     "matmul": ("one", "macs", "elements", "in_elements"),
-    "avg_pool2d": ("one", "elements", "in_elements"),
-    "max_pool2d": ("one", "elements", "in_elements"),
+    "avg_pool2d": ("one", "elements", "in_elements", "in_elements_global"),
+    "max_pool2d": ("one", "elements", "in_elements", "in_elements_global"),
     "reduce_sum": ("one", "elements", "in_elements", "in_elements_last", "in_batched_elements"),
     "reduce_max": ("one", "elements", "in_elements", "in_elements_last", "in_batched_elements"),
     "resize": ("one", "elements", "in_elements"),
@@ -379,7 +379,9 @@ JOINT_SHRINK = 0.05
 def fit_jointly(records: list[dict], target: str, known: dict[str, dict]) -> dict[str, dict]:
     """Fit JOINT_FORMS' families together: a graph's cycles = the sum of its ops' costs (NNLS, weights 1/cycles).
 
-    Ops of other families are priced with the `known` single-op models and subtracted first.
+    Ops of other families are priced with the `known` single-op models and subtracted first, and so is the
+    elementwise pass of each binary op where the target runs it as measured alone (`vela_cost.elementwise_pass`):
+    the joint families fit what the rescales, clamps and broadcasts cost beyond it.
     """
     from scipy.optimize import nnls
 
@@ -389,7 +391,7 @@ def fit_jointly(records: list[dict], target: str, known: dict[str, dict]) -> dic
     columns = [(family, feature) for family, form in JOINT_FORMS.items() for feature in form]
     configs = [graph_configs(r, target) for r in graphs]
     x = np.array([_joint_row(c, columns) for c in configs])
-    offset = np.array([sum(_predict(known, k) for k in c if k.family not in JOINT_FORMS) for c in configs])
+    offset = np.array([sum(_predict(known, k) if k.family not in JOINT_FORMS else vela_cost.elementwise_pass(known, k, target) for k in c) for c in configs])
     y = np.array([measured(r, "total")[1] for r in graphs])
     weight = 1.0 / np.maximum(y, 1.0)
     a, b = x * weight[:, None], np.maximum(y - offset, 0.0) * weight
@@ -438,11 +440,12 @@ def _single_pass(observations_: list[Observation]) -> list[Observation]:
     return single if len(single) >= MIN_SINGLE_PASS else observations_
 
 
-def fit(records: list[dict], target: str) -> dict[str, dict]:
+def fit(records: list[dict], target: str, kept: dict[str, dict] | None = None) -> dict[str, dict]:
     """Fitted models by family, from the fit-split records.
 
     A single-op family gets an NPU model and, under "access", a memory-access model; contexts are the
-    mean `Op Cycles` of their role.
+    mean `Op Cycles` of their role. kept: models that stand in for the fitted ones of their families
+    (a refit of some families into an existing file), also where the joint fit prices the other ops.
     """
     models = {}
     access = _by_family(records, target, "access")
@@ -462,6 +465,7 @@ def fit(records: list[dict], target: str) -> dict[str, dict]:
         if family.startswith("context/"):
             y = np.array([o.cycles for o in obs])
             models[family] = {"features": ["one"], "coef": [float(y.mean())], "n": len(obs), "r2": None, "mape": None, "max": float(y.max())}
+    models.update(kept or {})
     models.update(fit_jointly(records, target, models))
     return dict(sorted(models.items()))
 

@@ -166,6 +166,16 @@ def _grid(target: str, split: str, scale: float) -> list[Sample]:
         h, w, c = rng.choice((32, 48, 64, 96, 112)), rng.choice((32, 48, 64, 96, 112)), rng.choice((1, 2, 3, 4))
         for shape, perm in (([1, c, h, w], [0, 2, 3, 1]), ([c, h * w], [1, 0]), ([c, h, w], [1, 2, 0]), ([1, h, w, c], [0, 3, 1, 2]), ([h * w, c], [1, 0]), ([h, w, c], [2, 0, 1])):
             add("transpose", shape=shape, perm=perm, dtype="int8")
+    for _ in range(n(12)):  # convolutions over the feature maps of 96x96 images (the grid above stops at 32x32)
+        add("conv2d", h=rng.choice((48, 64, 96)), w=rng.choice((48, 64, 96)), cin=rng.choice((3, 8, 16, 32)), cout=rng.choice((8, 16, 32, 64)), k=rng.choice((1, 3)), stride=rng.choice((1, 2)))
+    for _ in range(n(8)):
+        add("depthwise_conv2d", h=rng.choice((48, 64, 96)), w=rng.choice((48, 64, 96)), c=rng.choice((8, 16, 32)), k=3, stride=rng.choice((1, 2)))
+    for kind in ("avg_pool2d", "max_pool2d"):  # more pools, over maps up to 64x64 (8 of each above)
+        for _ in range(n(12)):
+            add(kind, shape=[1, rng.choice((8, 16, 32, 64)), rng.choice((8, 16, 32, 64)), rng.choice((8, 16, 32, 64))], k=rng.choice((2, 3)), stride=rng.choice((1, 2)))
+    for _ in range(n(8)):  # a global average pool, the head of a classifier: the window is the whole map
+        size = rng.choice((4, 5, 6, 7, 8, 12))
+        add("avg_pool2d", shape=[1, size, size, rng.choice((16, 32, 64, 96))], k=size, stride=1)
     return samples
 
 

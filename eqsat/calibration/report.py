@@ -123,7 +123,9 @@ def _readers(graph: Graph) -> dict[int, list[int]]:
 
 def attribute(graphs: list[Graph], layers: list[dict], target: str, model: vela_cost.VelaCalibratedCost) -> dict[str, list[float]]:
     """Per op family: [the model's estimate, Vela's Op Cycles] summed over the graphs' nodes and the layers
-    attributed to them (`node_of_layer`); layers no node names go to "unattributed"."""
+    attributed to them (`node_of_layer`); an intermediate pass (a layer named `#<id>`, e.g. of a transpose
+    Vela decomposes) goes with the named layer of the same source op that follows it, as in calibration;
+    layers no node names go to "unattributed"."""
     sums: dict[str, list[float]] = {}
     for graph in graphs:
         costs = value_costs(dict(enumerate(graph.terms)), graph.outputs, graph.types.__getitem__, model)
@@ -131,14 +133,23 @@ def attribute(graphs: list[Graph], layers: list[dict], target: str, model: vela_
             sums.setdefault(family_of(graph, value, target), [0.0, 0.0])[0] += cost
     indexes = [{name: i for i, name in enumerate(g.names)} for g in graphs]
     readers = [_readers(g) for g in graphs]
+    passes: list[dict] = []  # intermediate passes ('#<id>') of the op whose named layer follows them
     for layer in layers:
+        if layer["name"].startswith("#"):
+            passes.append(layer)
+            continue
         family = "unattributed"
         for graph, index, read in zip(graphs, indexes, readers):
             node = node_of_layer(layer, graph, index, read)
             if node is not None:
                 family = family_of(graph, node, target)
                 break
-        sums.setdefault(family, [0.0, 0.0])[1] += layer["cycles_total"]
+        mine = [p for p in passes if p["source"] == layer["source"]] if family != "unattributed" else []
+        sums.setdefault(family, [0.0, 0.0])[1] += layer["cycles_total"] + sum(p["cycles_total"] for p in mine)
+        sums.setdefault("unattributed", [0.0, 0.0])[1] += sum(p["cycles_total"] for p in passes if p not in mine)
+        passes = []
+    if passes:
+        sums.setdefault("unattributed", [0.0, 0.0])[1] += sum(p["cycles_total"] for p in passes)
     return sums
 
 

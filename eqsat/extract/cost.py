@@ -51,7 +51,19 @@ every duplicate op of tds-conv1d, input rescales included, cost +18.8%
 cycles_total on U55 (a shared (1, 64, 32) rescale: a 3072-cycle standalone
 rescale, and its MUL reader 2560 + 2560 instead of 2048 fused: 6144 more;
 the calibrated standalone int8 -> int32 rescale of that shape is 6282).
-`shared_input_rescales` prices that standalone rescale.
+`shared_input_rescales` prices that standalone rescale. An op that reads one
+input rescale on both operands (x * x, the variance of a layer norm) reads
+it twice, which Vela treats as two readers: the rescale runs alone.
+
+A sixth follows from it: a MUL whose input rescale runs alone keeps its
+int32 inputs, and Vela cannot fuse its output RESCALE either, which then runs
+alone too (`unfused_output_rescales`). Measured on both targets with
+hand-built graphs (tests/extract/test_cost.py) and on the zoo: every layer
+norm's x * x in tds-conv1d, conformer-block, attention-permute,
+mobilevit-patch-attention, bandwise-mlp and emg-gru-gesture runs its input
+and output rescales as layers of their own (on Ethos-U55 a (1, 64, 32)
+square: 2560 + 2560 cycles, and 3072 for the rescale in front of it; on
+Ethos-U85 1920 + 5632). The output rescales of ADD and SUB stay fused.
 
 `graph_cost` is the one function that prices a graph: every live term once,
 and these contexts. The pipeline's acceptance and the local search call it.
@@ -92,6 +104,9 @@ class CostModel(Protocol):
 
     def standalone_input_rescale(self, source: TensorType | None, out: TensorType | None) -> float:
         """The cost of an input RESCALE from source to out run alone (not fused into the op reading it)."""
+
+    def standalone_rescale(self, accumulator: TensorType | None) -> float:
+        """The cost of an output RESCALE of the int32 accumulator run alone (not fused into the op writing it)."""
 
 
 class UncalibratedTargetError(ValueError):
@@ -204,12 +219,12 @@ def shared_input_rescales(
     the target fuses into that op (`fuses_input_rescale_into`); a shared one runs alone: priced as the
     standalone RESCALE it becomes, when one of its readers would have fused it.
     """
-    readers: dict[Hashable, set] = {value: set() for value in graph}
+    reads: dict[Hashable, list] = {value: [] for value in graph}  # one entry per operand: x * x reads x twice
     for value in roots:
-        readers.setdefault(value, set()).add(("output", value))
+        reads.setdefault(value, []).append(("output", value))
     for value, term in graph.items():
-        for arg in set(term.args):
-            readers.setdefault(arg, set()).add(value)
+        for arg in term.args:
+            reads.setdefault(arg, []).append(value)
 
     def fusing(reader) -> bool:
         term = graph.get(reader)
@@ -218,7 +233,37 @@ def shared_input_rescales(
     return {
         value: model.standalone_input_rescale(type_of(term.args[0]), type_of(value))
         for value, term in graph.items()
-        if len(readers[value]) > 1 and _is_input_rescale(term, type_of(value)) and any(map(fusing, readers[value]))
+        if len(reads[value]) > 1 and _is_input_rescale(term, type_of(value)) and any(map(fusing, reads[value]))
+    }
+
+
+def _is_output_rescale(term: Term, source: TensorType | None, out: TensorType | None) -> bool:
+    """A per-tensor RESCALE from int32 to int8 or int16: the output scaling of the op in front of it."""
+    narrow = vela_cost.dtype_name(source) == "int32" and vela_cost.dtype_name(out) in ("int8", "int16")
+    if term.op == "Rescale":
+        return narrow and len(term.attrs[1]) == 1
+    return narrow and term.op == "Elementwise" and _opaque_name(term) == "RESCALE"
+
+
+def unfused_output_rescales(
+    graph: dict[Hashable, Term],
+    type_of: Callable[[Hashable], TensorType | None],
+    model: CostModel,
+    standalone_inputs: Iterable[Hashable],
+) -> dict[Hashable, float]:
+    """What each output RESCALE of a MUL that reads a standalone input rescale costs on top of its price (see the
+    module docstring): the MUL keeps int32 inputs and its output rescale runs alone, priced as the standalone
+    int32 RESCALE it becomes."""
+    standalone = set(standalone_inputs)
+    unfused_muls = {
+        value
+        for value, term in graph.items()
+        if term.op == "Elementwise" and _opaque_name(term) == "MUL" and standalone.intersection(term.args)
+    }
+    return {
+        value: model.standalone_rescale(type_of(term.args[0]))
+        for value, term in graph.items()
+        if term.args and term.args[0] in unfused_muls and _is_output_rescale(term, type_of(term.args[0]), type_of(value))
     }
 
 
@@ -371,13 +416,15 @@ def _contexts(
     term_cost: Callable[[Hashable, Term], float] | None,
 ) -> tuple[dict[Hashable, Term], Callable[[Hashable, Term], float], set, dict[Hashable, float], dict[Hashable, float]]:
     """The terms the roots read, the term pricer (the model's cost with the types of type_of by default), and the
-    contexts Vela prices differently: the values that cost nothing, the slices' prices, the shared input rescales'
-    extra cost."""
+    contexts Vela prices differently: the values that cost nothing, the slices' prices, the extra cost of the rescales
+    Vela runs alone (shared input rescales, and the output rescales of the MULs that read them)."""
     if term_cost is None:
         term_cost = lambda value, term: model.cost(term, type_of(value), [type_of(a) for a in term.args])  # noqa: E731
     live = {value: graph[value] for value in reachable(graph, roots)}
     free = {*folded_transposes(live, roots, model, type_of), *fused_tables(live, roots, type_of)}
-    return live, term_cost, free, slice_prices(live, roots, type_of, model), shared_input_rescales(live, roots, type_of, model)
+    shared = shared_input_rescales(live, roots, type_of, model)
+    unfused = {**shared, **unfused_output_rescales(live, type_of, model, shared)}
+    return live, term_cost, free, slice_prices(live, roots, type_of, model), unfused
 
 
 def value_costs(
@@ -389,7 +436,7 @@ def value_costs(
 ) -> dict[Hashable, float]:
     """What each value that the roots read costs, in the contexts Vela prices differently (reshapes kept
     as copies, transposes folded into their producer, TABLEs fused into theirs, slices folded or copied,
-    input rescales that several ops read).
+    input rescales read more than once and the output rescales of the MULs that read them).
 
     graph maps each value to the term computing it (every operand is a value of graph); roots are
     the graph outputs. term_cost(value, term) defaults to the model's cost with the types of type_of.

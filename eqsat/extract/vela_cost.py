@@ -64,7 +64,10 @@ What each op costs
   their sum matches Vela there; how the sum splits between them is only
   weakly identified (a MUL that always comes with its rescales may carry
   their cost). Features: elements, broadcast elements (an operand is
-  broadcast), batched elements (leading dimensions beyond HWC).
+  broadcast), batched elements (leading dimensions beyond HWC). On
+  Ethos-U55 an ADD, SUB or MUL also costs the elementwise pass it runs as,
+  priced as measured alone (`elementwise_pass`), and the joint fit prices
+  what its rescales add to that.
   * A per-channel RESCALE (int32 -> int8) is the output scaling of a
     convolution and costs 0; the convolution's fit includes it.
   * RESCALE int8 -> int8 and the other directions are priced as measured
@@ -91,10 +94,14 @@ What each op costs
 - Opaque compute ops that rules never rewrite get proxies measured on a
   small grid (each with its output rescale): CONV2D and DEPTHWISE_CONV2D
   (MACs, output and input elements, weights), MATMUL (MACs, elements),
-  AVG_POOL2D/MAX_POOL2D, REDUCE_SUM/REDUCE_MAX (elements, and whether the
-  channels are reduced), RESIZE (elements). These are proxies: Vela's
-  convolution cost depends on block configurations and weight streaming
-  that a linear model only approximates (about ±20% per op).
+  AVG_POOL2D/MAX_POOL2D (elements, and the input of a global pool, whose
+  window is the whole map), REDUCE_SUM/REDUCE_MAX (elements, and whether the
+  channels are reduced), RESIZE (elements). A convolution with a stride
+  above 3 runs as one convolution per output position along that axis
+  (`stride_splits`), each with its fixed cost and its weights. These are
+  proxies: Vela's convolution cost depends on block configurations and
+  weight streaming that a linear model only approximates (about ±20% per
+  op).
 - Any other op: the CLAMP-alone fit of its output dtype per output element
   (an uncalibrated proxy).
 
@@ -389,16 +396,37 @@ def _concat_config(out: TensorType | None, args: list[TensorType | None]) -> OpC
     )
 
 
-def _conv_features(out: TensorType | None, args: list[TensorType | None], macs_per_output: float) -> dict[str, float]:
+MAX_STRIDE = 3
+"""The largest convolution stride the NPU runs; Vela runs a convolution with a larger stride as one
+convolution per output row or column along that axis."""
+
+
+def stride_splits(x: TensorType | None, kernel: tuple[int, int], out: TensorType | None) -> int:
+    """How many convolutions Vela runs for one NHWC convolution of x by an (H, W) kernel into out: one per
+    output position along each axis whose stride (read from the shapes) exceeds MAX_STRIDE, else 1.
+    Measured on both targets: a (1, 1, 64, 8) input, an 8-wide kernel and stride 8 run as 8 convolutions
+    (emg-gru-gesture; 10043 cycles on Ethos-U55 where one convolution of its size costs about 1200)."""
+    if x is None or out is None or len(x.shape) != 4 or len(out.shape) != 4:
+        return 1
+    splits = 1
+    for axis, k in zip((1, 2), kernel):
+        if out.shape[axis] > 1 and (x.shape[axis] - k) // (out.shape[axis] - 1) > MAX_STRIDE:
+            splits *= out.shape[axis]
+    return splits
+
+
+def _conv_features(out: TensorType | None, args: list[TensorType | None], macs_per_output: float, splits: int = 1) -> dict[str, float]:
+    """A convolution's features; run as `splits` convolutions (`stride_splits`), each costs its fixed part
+    and streams the weights, biases and scales again."""
     x = args[0] if args else None
     weights = args[1] if len(args) > 1 else None
     return {
-        "one": 1.0,
+        "one": float(splits),
         "macs": float(elements(out)) * macs_per_output,
         "elements": float(elements(out)),
         "in_elements": float(elements(x)),
-        "weights": float(elements(weights)) if weights is not None else 0.0,  # streamed from memory once per op
-        "out_channels": float(out.shape[-1]) if out is not None and out.shape else 0.0,  # a bias and a scale each, from memory
+        "weights": float(elements(weights)) * splits if weights is not None else 0.0,  # streamed from memory once per op
+        "out_channels": float(out.shape[-1]) * splits if out is not None and out.shape else 0.0,  # a bias and a scale each, from memory
     }
 
 
@@ -411,9 +439,11 @@ def _opaque_config(name: str, out: TensorType | None, args: list[TensorType | No
     op = short_op_name(name)
     weight = args[1] if len(args) > 1 else None
     if op == "CONV2D" and weight is not None and len(weight.shape) == 4:  # OHWI
-        return OpConfig("conv2d", _conv_features(out, args, math.prod(weight.shape[1:])))
+        splits = stride_splits(args[0], (weight.shape[1], weight.shape[2]), out)
+        return OpConfig("conv2d", _conv_features(out, args, math.prod(weight.shape[1:]), splits))
     if op == "DEPTHWISE_CONV2D" and weight is not None and len(weight.shape) == 4:  # HWCM
-        return OpConfig("depthwise_conv2d", _conv_features(out, args, weight.shape[0] * weight.shape[1]))
+        splits = stride_splits(args[0], (weight.shape[0], weight.shape[1]), out)
+        return OpConfig("depthwise_conv2d", _conv_features(out, args, weight.shape[0] * weight.shape[1], splits))
     if op == "MATMUL" and args and args[0] is not None:
         return OpConfig("matmul", _conv_features(out, args, args[0].shape[-1]))
     if op == "convolution" and weight is not None and len(weight.shape) == 4:  # aten: O, I/groups, KH, KW
@@ -425,6 +455,9 @@ def _opaque_config(name: str, out: TensorType | None, args: list[TensorType | No
         features = {"one": 1.0, "elements": float(elements(out)), "in_elements": n_in, "in_batched_elements": n_in if is_batched(x) else 0.0}
         if x is not None and out is not None and len(x.shape) == len(out.shape) and x.shape:
             features["in_elements_last"] = n_in if x.shape[-1] > 1 and out.shape[-1] == 1 else 0.0  # reduces the channels
+        if op in ("AVG_POOL2D", "MAX_POOL2D") and x is not None and out is not None and len(x.shape) == len(out.shape) == 4:
+            # a global pool: its window is the whole map, and Vela's pooling cycles grow with the window
+            features["in_elements_global"] = n_in if out.shape[1] * out.shape[2] == 1 < x.shape[1] * x.shape[2] else 0.0
         return OpConfig(PROXY_OPS[op], features)
     if op == "RESCALE":
         return _rescale_config(args[0] if args else None, out, per_channel=True)
@@ -513,6 +546,25 @@ def op_cycles(model: dict, config: OpConfig) -> float:
     return max(0.0, sum(max(npu, access) for npu, access in npu_and_access(model, config)))
 
 
+ELEMENTWISE_PASS_ALONE = frozenset({"u55"})
+"""The target generations on which a binary op in a graph costs the elementwise pass measured alone.
+Ethos-U55 runs each ADD, SUB and MUL as a pass of its own at about that rate (tds-conv1d: 3072 cycles for a
+(1, 64, 32) ADD or SUB, 2048-2560 for a MUL; alone 2560). Ethos-U85 does not: there a pass in a graph costs
+half its rate alone (512 cycles for the same SUB, 1024 alone) and an ADD behind a convolution is chained into
+it at 0 cycles (resnet8), so its joint families price the whole op."""
+
+
+def elementwise_pass(models: dict[str, dict], config: OpConfig, target: str) -> float:
+    """The NPU pass a binary op (ADD, SUB, MUL) runs as on target, priced as measured alone
+    (`isolated/binary/OP`), where `ELEMENTWISE_PASS_ALONE`; 0 for other families and targets. Vela runs each
+    binary op as one elementwise pass, its rescales fused into it or run as passes of their own; the joint
+    family `binary/OP` prices what the op costs beyond that pass."""
+    if not config.family.startswith("binary/") or target_family(target) not in ELEMENTWISE_PASS_ALONE:
+        return 0.0
+    model = models.get(f"isolated/{config.family}")
+    return op_cycles(model, config) if model is not None else 0.0
+
+
 @dataclass
 class VelaCalibratedCost:
     """Estimated inference cycles of one e-node on target, from target's Vela calibration file.
@@ -595,7 +647,7 @@ class VelaCalibratedCost:
         model = self._model_for(config.family)
         if model is None:
             return float(config.features.get("elements", 1.0))
-        value = op_cycles(model, config)
+        value = op_cycles(model, config) + elementwise_pass(self._models, config, self.target)
         extra = config.features.get("with_input_rescales", 0.0)
         if extra:
             rescale = self._model_for("rescale_in/int8")

@@ -58,6 +58,19 @@ def test_a_second_run_resumes_from_the_cache_without_vela(round_trip, monkeypatc
     assert len((root / "work" / TARGET / "samples.jsonl").read_text().splitlines()) == len(TABLES)
 
 
+def test_a_family_refit_replaces_only_those_families_in_the_existing_file(round_trip, monkeypatch):
+    root, data = round_trip
+    monkeypatch.setattr(calibrate, "measure_batch", lambda *_args, **_kwargs: pytest.fail("every sample is cached"))
+    shipped = json.loads(calibrate.vela_cost.calibration_path(TARGET).read_text())
+    refit = calibrate.calibrate(TARGET, workdir=root / "work", out=root / "refit.json", progress=False, samples=TABLES, families=["table"])
+    assert refit["models"]["table/int8"] == data["models"]["table/int8"] != shipped["models"]["table/int8"]
+    assert {f: m for f, m in refit["models"].items() if f != "table/int8"} == {f: m for f, m in shipped["models"].items() if f != "table/int8"}
+    assert refit["transpose_feasibility"] == shipped["transpose_feasibility"]
+    assert refit["refits"][-1]["families"] == ["table"]
+    assert json.loads((root / "refit.json").read_text()) == refit
+    assert calibrate.in_families("binary/ADD", ["binary"]) and not calibrate.in_families("isolated/binary/ADD", ["binary"])
+
+
 def test_torn_cache_lines_are_skipped(tmp_path):
     cache = tmp_path / "samples.jsonl"
     cache.write_text('{"key": "a", "vela": "%s", "status": "ok", "cycles_total": 1}\n{"key": "b", "ve' % vela_version())

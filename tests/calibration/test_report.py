@@ -60,6 +60,18 @@ def test_attribution_sums_the_estimate_and_vela_per_family():
     assert sum(p for p, _ in families.values()) == pytest.approx(priced(graph, model))
 
 
+def test_an_intermediate_pass_goes_with_the_named_layer_of_its_op_that_follows_it():
+    graph, model = conv_graph(), VelaCalibratedCost(TARGET)
+    layers = [
+        {"name": "#1", "source": "Transpose", "cycles_total": 40},
+        {"name": "#2", "source": "Conv2D", "cycles_total": 5},
+        {"name": "tosa_transpose_default", "source": "Transpose", "cycles_total": 300},
+        {"name": "#3", "source": "Transpose", "cycles_total": 7},
+    ]
+    families = attribute([graph], layers, TARGET, model)
+    assert families["transpose/int8"][1] == 340 and families["unattributed"] == [0.0, 12.0]
+
+
 def write_row(runs, model, graph: Graph | None, calibration: str, cost_before: float = 5.0) -> None:
     report = {"cost_before": cost_before, "graph_before": graph.as_data() if graph else None}
     row = {"model": model, "target": TARGET, "calibration": calibration, "reports": [report], "stock": {"cycles_total": 100, "layers": []}}
