@@ -78,6 +78,7 @@ from __future__ import annotations
 import logging
 import warnings
 from collections import Counter
+from itertools import chain
 from typing import Callable, Hashable, Iterable, Mapping, Protocol
 
 from eqsat.ir import Graph, TensorType, Term
@@ -166,18 +167,19 @@ def term_costs(model: CostModel, types: Mapping[Hashable, TensorType]) -> Callab
     return term_cost
 
 
+def reader_counts(graph: dict[Hashable, Term], roots: Iterable[Hashable]) -> Counter:
+    """How many times each value is read: once per operand slot of a term of graph, once per root."""
+    return Counter(chain(roots, chain.from_iterable(term.args for term in graph.values())))
+
+
 def copied_reshapes(graph: dict[Hashable, Term], roots: Iterable[Hashable]) -> list[Hashable]:
     """The RESHAPEs of graph that Vela keeps as MemoryCopy (see the module docstring).
 
     graph maps each value to the term computing it (operands are values of graph or leaves); roots are
     the graph outputs, each a reader of its value.
     """
-    readers = Counter(roots)
-    read_by_reshape: set[Hashable] = set()
-    for term in graph.values():
-        readers.update(term.args)
-        if term.op == "Reshape":
-            read_by_reshape.add(term.args[0])
+    readers = reader_counts(graph, roots)
+    read_by_reshape = {term.args[0] for term in graph.values() if term.op == "Reshape"}
 
     def copied(value: Hashable, term: Term) -> bool:
         if term.op != "Reshape":
@@ -219,12 +221,17 @@ def shared_input_rescales(
     the target fuses into that op (`fuses_input_rescale_into`); a shared one runs alone: priced as the
     standalone RESCALE it becomes, when one of its readers would have fused it.
     """
-    reads: dict[Hashable, list] = {value: [] for value in graph}  # one entry per operand: x * x reads x twice
+    rescales = {value for value, term in graph.items() if _is_input_rescale(term, type_of(value))}
+    if not rescales:
+        return {}
+    reads: dict[Hashable, list] = {value: [] for value in rescales}  # one entry per operand: x * x reads x twice
     for value in roots:
-        reads.setdefault(value, []).append(("output", value))
+        if value in rescales:
+            reads[value].append(("output", value))
     for value, term in graph.items():
         for arg in term.args:
-            reads.setdefault(arg, []).append(value)
+            if arg in rescales:
+                reads[arg].append(value)
 
     def fusing(reader) -> bool:
         term = graph.get(reader)
@@ -233,7 +240,7 @@ def shared_input_rescales(
     return {
         value: model.standalone_input_rescale(type_of(term.args[0]), type_of(value))
         for value, term in graph.items()
-        if len(reads[value]) > 1 and _is_input_rescale(term, type_of(value)) and any(map(fusing, reads[value]))
+        if value in rescales and len(reads[value]) > 1 and any(map(fusing, reads[value]))
     }
 
 
@@ -316,9 +323,7 @@ def folded_transposes(
     """
     if not model.folds_transpose_into_producer:
         return []
-    readers = Counter(roots)
-    for term in graph.values():
-        readers.update(term.args)
+    readers = reader_counts(graph, roots)
     return [
         value
         for value, term in graph.items()
@@ -345,9 +350,7 @@ def fused_tables(
 ) -> list[Hashable]:
     """The int8 TABLEs of graph that Vela runs as the activation of the op in front of them, at 0 cycles:
     the TABLE is the one reader of a RESCALE's or TRANSPOSE's output that is not a graph output."""
-    readers = Counter(roots)
-    for term in graph.values():
-        readers.update(term.args)
+    readers = reader_counts(graph, roots)
     return [
         value
         for value, term in graph.items()

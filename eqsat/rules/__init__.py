@@ -91,9 +91,13 @@ class Budget:
 
 @dataclass
 class SaturationResult:
+    """rule_matches: the rewrites' matches per rule; analysis_matches: the analysis rules' (the work
+    of typing new terms and filling the lookups)."""
+
     iterations: int = 0
     stop_reason: str = "saturated"
     rule_matches: Counter = field(default_factory=Counter)
+    analysis_matches: Counter = field(default_factory=Counter)
 
 
 def enode_count(egraph: EGraph) -> int:
@@ -201,7 +205,7 @@ def saturate(egraph: EGraph, budget: Budget, rewrites: tuple[Ruleset, ...] | Non
                 break
             memory_before = memory_now
         iteration_started = time.monotonic()
-        runner.run(ANALYSIS, saturate=True)
+        result.analysis_matches.update(runner.run(ANALYSIS, saturate=True)[1])
         updated = False
         for rules in rewrites:
             changed, rule_matches = runner.run(rules)
@@ -216,5 +220,6 @@ def saturate(egraph: EGraph, budget: Budget, rewrites: tuple[Ruleset, ...] | Non
             result.stop_reason = "saturated"
             break
     if result.stop_reason != "saturated" and result.iterations:
-        runner.run(ANALYSIS, saturate=True)  # type the terms of the last iteration: the cost model reads their shapes
+        # type the terms of the last iteration: the cost model reads their shapes
+        result.analysis_matches.update(runner.run(ANALYSIS, saturate=True)[1])
     return result

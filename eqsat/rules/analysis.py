@@ -15,9 +15,13 @@ inductive helper); the helpers that enumerate a Vec (`concat_offset`,
 `prefix_min`, `window`, `rescaled_sources`, `transposed_sources`,
 `inverse_perm`, `paired_perm`, `transposed_inputs`) take one element per
 step, and only for the terms whose law reads them (a transpose under a slice,
-of a pad, of a concat); `first_inner_boundary` is one row per pair of shapes
-around the reshape of a transpose, reshape, transpose window, its rules
-keyed on the window; `index_below` is 21 rows, whatever the graph. Ops of
+of a pad, of a concat); `view_window` is one row per pair of shapes around
+the reshape of a transpose, reshape, transpose window, and
+`first_inner_boundary`, whose rules enumerate the dims of both shapes, is keyed
+on those rows, not on the windows: an e-graph of many equivalent windows
+(every reshape view `transpose-rank` builds) has few pairs of shapes, and the
+analysis runs its rules at every step of every iteration; `index_below` is 21
+rows, whatever the graph. Ops of
 one key share their dtype through `keyed_dtype` instead of a join of every
 pair of same-key ops.
 """
@@ -579,12 +583,21 @@ def boundary_inside(dims: Vec[i64], dim: i64, other: Vec[i64], boundary: i64, ou
     """Query facts: `boundary`, a prefix product of `other` (the elements in its leading dims), ends strictly inside
     dims[dim], `outer` elements of that dim in, so that splitting dims[dim] into (outer, dims[dim] / outer) puts a
     boundary there."""
-    before, count = var("before", i64), var("count", i64)
+    count = var("count", i64)
+    return [
+        index_below(other.length(), count),
+        eq(boundary).to(prefix_product(other, count)),
+        *split_inside(dims, dim, boundary, outer),
+    ]
+
+
+def split_inside(dims: Vec[i64], dim: i64, boundary: i64, outer: i64) -> list:
+    """Query facts: the element count `boundary` ends strictly inside dims[dim], `outer` elements of that dim in,
+    and splitting dims[dim] into (outer, dims[dim] / outer) puts a boundary there."""
+    before = var("before", i64)
     return [
         index_below(dims.length(), dim),
-        index_below(other.length(), count),
         eq(before).to(prefix_product(dims, dim)),
-        eq(boundary).to(prefix_product(other, count)),
         before < boundary,
         boundary < before * dims[dim],
         eq(boundary % before).to(i64(0)),
@@ -593,41 +606,44 @@ def boundary_inside(dims: Vec[i64], dim: i64, other: Vec[i64], boundary: i64, ou
     ]
 
 
+view_window = relation("view_window", Vec[i64], Vec[i64], egg_fn="view_window")
+"""view_window(shape(y), s): some transpose(reshape(y, s), p) reads a transpose y, and neither shape has a unit dim
+(the transpose, reshape, transpose windows transpose-view splits). One row per pair of shapes, whatever the
+number of windows that have them."""
+
+
 @function(egg_fn="first_inner_boundary", merge=lambda old, new: old.min(new))
 def first_inner_boundary(dims: Vec[i64], other: Vec[i64]) -> i64:
     """The smallest prefix product of `other` that ends strictly inside a dim of `dims` and splits it evenly (merge:
     min, so its value after the analysis saturates is the smallest).
 
-    Defined for the shapes on either side of the reshape in every transpose, reshape, transpose chain, so that
-    transpose-view splits a chain's dims one boundary after the other, in order, rather than in every subset of
-    the boundaries.
+    Defined both ways for the shapes of every view_window, so that transpose-view splits a chain's dims one
+    boundary after the other, in order, rather than in every subset of the boundaries.
     """
 
 
 @analysis.register
 def _first_inner_boundaries():
-    source, out = var("source", Vec[i64]), var("out", Vec[i64])
-    w, y, reader = var("w", Tensor), var("y", Tensor), var("reader", Tensor)
+    source, w, y = var("source", Vec[i64]), var("w", Tensor), var("y", Tensor)
     q, boundary, outer, dim = var("q", Vec[i64]), var("boundary", i64), var("outer", i64), var("dim", i64)
-    # first_inner_boundary(s, shape(x)) <= b  for transpose(reshape(x, s), p) with x a transpose, b a boundary of shape(x) inside s,
-    #   neither shape with a unit dim (the windows transpose-view splits)
+    # view_window(shape(y), s)  for transpose(reshape(y, s), p) with y a transpose, neither shape with a unit dim
     yield rule(
-        eq(t).to(x.reshape(new_shape).transpose(perm)),
-        eq(x).to(w.transpose(q)),
-        eq(source).to(shape(x)),
+        eq(t).to(y.reshape(new_shape).transpose(perm)),
+        eq(y).to(w.transpose(q)),
+        eq(source).to(shape(y)),
         new_shape.not_contains(i64(1)),
         source.not_contains(i64(1)),
+        name="view-window",
+    ).then(view_window(source, new_shape))
+    # first_inner_boundary(s, z) <= b  for view_window(z, s), b a boundary of z strictly inside a dim of s
+    yield rule(
+        view_window(source, new_shape),
         *boundary_inside(new_shape, dim, source, boundary, outer),
         name="first-inner-boundary-of-source",
     ).then(set_(first_inner_boundary(new_shape, source)).to(boundary))
-    # first_inner_boundary(shape(y), s) <= b  for transpose(reshape(y, s), q) with y == transpose(x, p), b a boundary of s inside shape(y),
-    #   neither shape with a unit dim
+    # first_inner_boundary(z, s) <= b  for view_window(z, s), b a boundary of s strictly inside a dim of z
     yield rule(
-        eq(reader).to(y.reshape(new_shape).transpose(q)),
-        eq(y).to(x.transpose(perm)),
-        eq(out).to(shape(y)),
-        new_shape.not_contains(i64(1)),
-        out.not_contains(i64(1)),
-        *boundary_inside(out, dim, new_shape, boundary, outer),
+        view_window(source, new_shape),
+        *boundary_inside(source, dim, new_shape, boundary, outer),
         name="first-inner-boundary-of-target",
-    ).then(set_(first_inner_boundary(out, new_shape)).to(boundary))
+    ).then(set_(first_inner_boundary(source, new_shape)).to(boundary))

@@ -31,14 +31,15 @@ smallest, `first_inner_boundary` of the analysis. So the splits of a window
 form one sequence, coarse to fine, not every subset of its boundaries; each
 adds a transpose of rank one more than the one it matched, only up to
 MAX_RANK, and only at boundaries that a shape in the window already has. Each
-split law joins the matched window with its two shapes, two `index_below`
-enumerations (at most MAX_RANK rows each that match) and `prefix_product`
-lookups keyed on those shapes, so a round's work grows with the windows, never
-with pairs of them. Peeling matches one transpose of rank >= 5 that keeps its
-innermost axis, and builds two; the inner one (one dim moved to the front) and
-the outer one (dim 0 fixed) are never peeled again, and transpose-compose maps
-every product back to a permutation of the same operand, of which a rank r has
-r!.
+split law joins the matched window with its two shapes, their
+`first_inner_boundary` (computed once per pair of shapes by the analysis), one
+`index_below` enumeration (at most MAX_RANK rows that match) and
+`prefix_product` lookups keyed on those shapes, so a round's work grows with
+the windows, never with pairs of them. Peeling matches one transpose of rank
+>= 5 that keeps its innermost axis, and builds two; the inner one (one dim
+moved to the front) and the outer one (dim 0 fixed) are never peeled again,
+and transpose-compose maps every product back to a permutation of the same
+operand, of which a rank r has r!.
 """
 
 from __future__ import annotations
@@ -47,7 +48,7 @@ from egglog import UnstableFn, Vec, eq, i64, ne, ruleset, var
 
 from eqsat.ir import MAX_RANK
 from eqsat.rules._law import law
-from eqsat.rules.analysis import boundary_inside, first_inner_boundary, index_below
+from eqsat.rules.analysis import first_inner_boundary, index_below, split_inside
 from eqsat.terms import Tensor, shape
 
 x = var("x", Tensor)
@@ -99,8 +100,8 @@ def _splits_at_view_boundaries():
         source.not_contains(i64(1)),
         eq(s.length()).to(p.length()),
         s.length() < i64(MAX_RANK),
-        *boundary_inside(s, k, source, boundary, outer),
         eq(boundary).to(first_inner_boundary(s, source)),
+        *split_inside(s, k, boundary, outer),
         index_below(p.length(), i),
         eq(p[i]).to(k),
         eq(split).to(split_dim(s, k, outer)),
@@ -123,8 +124,8 @@ def _splits_at_view_boundaries():
         s.not_contains(i64(1)),
         out.not_contains(i64(1)),
         z_shape.length() < i64(MAX_RANK),
-        *boundary_inside(out, i, s, boundary, outer),
         eq(boundary).to(first_inner_boundary(out, s)),
+        *split_inside(out, i, boundary, outer),
         eq(k).to(p[i]),
         eq(split).to(split_dim(z_shape, k, outer)),
     )
