@@ -26,7 +26,7 @@ from eqsat.extract import cost as cost_models
 from eqsat.extract import extract
 from eqsat.extract.greedy import reachable_candidates
 from eqsat.extract.ilp import extract_optimal
-from eqsat.extract.refine import refine
+from eqsat.extract.refine import refine, refine_from
 
 TERM_LIMIT = 450
 """E-graphs with more candidate terms than this are listed without a solve (default of --term-limit)."""
@@ -69,7 +69,7 @@ def row(name: str, target: str, graph_module, term_limit: int) -> list[str]:
 
     terms = sum(len(view.candidates[c]) for c in reachable_candidates(view.candidates, roots))
     shipped = extract(view.candidates, roots, term_cost)
-    shipped_graph = refine(shipped.selection, view.candidates, roots, graph_cost).cost
+    shipped_graph = refine_from(shipped.starts, view.candidates, roots, graph_cost).cost
     cells = [name, target, str(terms), f"{shipped.cost:,.0f} ({shipped.extractor})"]
     if terms > term_limit:
         return cells + ["not solved", "", "", f"{shipped_graph:,.0f}", ""]

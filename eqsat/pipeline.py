@@ -53,7 +53,7 @@ from eqsat.extract import cost as cost_models
 from eqsat.extract.egraph_view import EGraphView
 from eqsat.extract import EXTRACTORS, extract
 from eqsat.extract.greedy import reachable
-from eqsat.extract.refine import refine
+from eqsat.extract.refine import refine_from
 from eqsat.ir import TensorType, Term
 from eqsat.report import Report, op_counts
 
@@ -348,7 +348,7 @@ def _search(
         if extraction.clock_stopped:
             report.clock_stops.append("ilp")
     with _phase(report, "refine"):
-        refined = refine(extraction.selection, view.candidates, roots, graph_cost, seconds=deadlines.share(SEARCH_SHARE))
+        refined = refine_from(extraction.starts, view.candidates, roots, graph_cost, seconds=deadlines.share(SEARCH_SHARE))
         report.cost_after = refined.cost
         if refined.clock_stopped:
             report.clock_stops.append("refine")

@@ -222,7 +222,7 @@ def test_saturated_view_is_the_egraph_the_pass_extracts_from():
     """Extracting and refining on saturated_view's e-graph gives the cost the pass reports (benchmarks.optimality reads it)."""
     from eqsat.extract import cost as cost_models
     from eqsat.extract import extract
-    from eqsat.extract.refine import refine
+    from eqsat.extract.refine import refine_from
 
     gm = permute_graph()
     _, report = eqsat.optimize(gm, target="ethos-u55-128", accept="always")
@@ -231,5 +231,5 @@ def test_saturated_view_is_the_egraph_the_pass_extracts_from():
     model = cost_models.cost_model_for("ethos-u55-128")
     term_cost = cost_models.term_costs(model, view.types)
     extraction = extract(view.candidates, roots, term_cost)
-    refined = refine(extraction.selection, view.candidates, roots, lambda s: cost_models.graph_cost(s, roots, view.types.get, model, term_cost))
+    refined = refine_from(extraction.starts, view.candidates, roots, lambda s: cost_models.graph_cost(s, roots, view.types.get, model, term_cost))
     assert refined.cost == pytest.approx(report.cost_after)

@@ -179,3 +179,12 @@ def test_optimal_is_the_cheapest_acyclic_selection(egraph):
     assert optimum.cost <= extract(candidates, roots, cost).cost + 1e-9
     for eclass in reachable(optimum.selection, roots):
         assert eclass not in reachable(optimum.selection, list(optimum.selection[eclass].args)), f"{eclass} reads itself"
+
+
+def test_extraction_starts_refinement_from_the_ilp_pick_and_from_greedy():
+    candidates, sizes, roots = shared_transpose_egraph(8)
+    cost = elements_cost(sizes)
+    greedy = extract(candidates, roots, cost, extractor="greedy")
+    exact = extract(candidates, roots, cost, extractor="ilp")
+    assert greedy.starts == (greedy.selection,)
+    assert exact.extractor == "ilp" and exact.starts == (exact.selection, greedy.selection)
