@@ -23,6 +23,11 @@ machine or its load); if it has not proven a solution by then,
 the best one it holds is returned. A wall-clock limit remains as a safety net
 for callers with a deadline; a solve it stopped is discarded (its answer would
 depend on the clock) and `IlpResult.clock_stopped` says so.
+
+`extract_optimal` solves the same problem to a proven optimum, for offline
+study (benchmarks.optimality): it cuts cycles lazily instead of writing
+level rows, whose big-M relaxation bounds the cost no tighter than a
+selection with cycles does.
 """
 
 from __future__ import annotations
@@ -165,7 +170,7 @@ class _Problem:
     """The upper bound of each level column."""
 
     @classmethod
-    def of(cls, candidates, roots, term_cost, hint) -> _Problem | None:
+    def of(cls, candidates: dict[str, list[Term]], roots: list[str], term_cost: TermCost, hint: Selection | None) -> _Problem | None:
         classes = reachable_candidates(candidates, roots)
         budget = math.inf if hint is None else sum(term_cost(c, hint[c]) for c in reachable(hint, roots))
         terms = [
@@ -227,7 +232,7 @@ class _Problem:
                     row[k] = 1.0
         return row, -np.inf, len(members) - 1.0
 
-    def model(self, rows, level_upper: list[float], node_limit: int | None, time_limit: float) -> highs.Highs:
+    def model(self, rows: list[tuple[dict[int, float], float, float]], level_upper: list[float], node_limit: int | None, time_limit: float) -> highs.Highs:
         """A HiGHS model of rows over the term columns and len(level_upper) level columns."""
         n_terms = len(self.terms)
         model = highs.Highs()
