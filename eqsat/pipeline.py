@@ -53,7 +53,7 @@ from eqsat.extract import cost as cost_models
 from eqsat.extract.egraph_view import EGraphView
 from eqsat.extract import EXTRACTORS, extract
 from eqsat.extract.greedy import reachable
-from eqsat.extract.refine import refine
+from eqsat.extract.refine import refine_from
 from eqsat.ir import TensorType, Term
 from eqsat.report import Report, op_counts
 
@@ -334,23 +334,13 @@ def search(loaded: bridge_fx.Loaded, model: cost_models.CostModel, options: Opti
 def _search(
     loaded: bridge_fx.Loaded, model: cost_models.CostModel, options: Options, deadlines: Deadlines, report: Report
 ) -> tuple[dict[str, Term], list[str], dict[str, TensorType]]:
-    budget = dataclasses.replace(options.budget, seconds=deadlines.share(SATURATION_SHARE))
-    with _phase(report, "saturate"):
-        saturation = rules.saturate(loaded.egraph, budget, rules.rulesets_named(options.rules))
-    report.iterations, report.stop_reason = saturation.iterations, saturation.stop_reason
-    fired = saturation.rule_matches + Counter({"merge-duplicates": loaded.merged_duplicates})
-    report.rules_fired = dict(sorted(fired.items()))
-
+    view, roots = _saturated_view(loaded, options, deadlines, report)
     with _phase(report, "extract"):
-        view = EGraphView.of(loaded.egraph, len(loaded.nodes))
-        report.egraph_enodes, report.egraph_classes = view.enode_count, len(view.candidates)
-
         term_cost = cost_models.term_costs(model, view.types)
 
         def graph_cost(selection: dict[str, Term]) -> float:
             return cost_models.graph_cost(selection, roots, view.types.get, model, term_cost)
 
-        roots = [view.class_of_node[i] for i in loaded.outputs if i is not None]
         extraction = extract(
             view.candidates, roots, term_cost, extractor=options.extractor, ilp_time_limit=deadlines.share(SEARCH_SHARE)
         )
@@ -358,7 +348,7 @@ def _search(
         if extraction.clock_stopped:
             report.clock_stops.append("ilp")
     with _phase(report, "refine"):
-        refined = refine(extraction.selection, view.candidates, roots, graph_cost, seconds=deadlines.share(SEARCH_SHARE))
+        refined = refine_from(extraction.starts, view.candidates, roots, graph_cost, seconds=deadlines.share(SEARCH_SHARE))
         report.cost_after = refined.cost
         if refined.clock_stopped:
             report.clock_stops.append("refine")
@@ -367,6 +357,31 @@ def _search(
     needed = roots + [c for c in dict.fromkeys(view.class_of_node) if c in refined.selection]
     selection = {c: refined.selection[c] for c in reachable(refined.selection, needed)}
     return selection, view.class_of_node, {c: view.types[c] for c in selection if c in view.types}
+
+
+def _saturated_view(loaded: bridge_fx.Loaded, options: Options, deadlines: Deadlines, report: Report) -> tuple[EGraphView, list[str]]:
+    """Saturate the loaded e-graph; its candidate terms and types, and the e-classes of the outputs."""
+    budget = dataclasses.replace(options.budget, seconds=deadlines.share(SATURATION_SHARE))
+    with _phase(report, "saturate"):
+        saturation = rules.saturate(loaded.egraph, budget, rules.rulesets_named(options.rules))
+    report.iterations, report.stop_reason = saturation.iterations, saturation.stop_reason
+    fired = saturation.rule_matches + Counter({"merge-duplicates": loaded.merged_duplicates})
+    report.rules_fired = dict(sorted(fired.items()))
+    with _phase(report, "extract"):
+        view = EGraphView.of(loaded.egraph, len(loaded.nodes))
+        report.egraph_enodes, report.egraph_classes = view.enode_count, len(view.candidates)
+    return view, [view.class_of_node[i] for i in loaded.outputs if i is not None]
+
+
+def saturated_view(graph_module: fx.GraphModule, target: str = "ethos-u55-128", **options) -> tuple[EGraphView, list[str]]:
+    """The saturated e-graph that optimize() extracts from for graph_module (candidate terms and types), and the
+    e-classes of its outputs: for offline study of extraction (benchmarks.optimality)."""
+    check_target(target)
+    parsed = Options.from_kwargs(**options)
+    deadlines = Deadlines(time.monotonic(), parsed.time_limit)
+    with _tosa_lowering_context(target), rules.scratch_egraph() as scratch:
+        loaded = bridge_fx.to_egraph(graph_module, merge_duplicates=parsed.merge_duplicates, checkpoint=deadlines.check, into=scratch)
+        return _saturated_view(loaded, parsed, deadlines, Report(target=target))
 
 
 def _memory_detail(options: Options) -> str:

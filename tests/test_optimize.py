@@ -216,3 +216,20 @@ def test_a_fallback_logs_its_reason_as_a_warning_and_its_traceback_for_debugging
     debug = [r for r in caplog.records if r.levelname == "DEBUG" and r.exc_info]
     assert warning and "a bug in write-back" in warning[0].getMessage()
     assert debug and debug[0].exc_info[0] is RuntimeError
+
+
+def test_saturated_view_is_the_egraph_the_pass_extracts_from():
+    """Extracting and refining on saturated_view's e-graph gives the cost the pass reports (benchmarks.optimality reads it)."""
+    from eqsat.extract import cost as cost_models
+    from eqsat.extract import extract
+    from eqsat.extract.refine import refine_from
+
+    gm = permute_graph()
+    _, report = eqsat.optimize(gm, target="ethos-u55-128", accept="always")
+    view, roots = pipeline.saturated_view(gm, target="ethos-u55-128")
+    assert view.enode_count == report.egraph_enodes and len(view.candidates) == report.egraph_classes
+    model = cost_models.cost_model_for("ethos-u55-128")
+    term_cost = cost_models.term_costs(model, view.types)
+    extraction = extract(view.candidates, roots, term_cost)
+    refined = refine_from(extraction.starts, view.candidates, roots, lambda s: cost_models.graph_cost(s, roots, view.types.get, model, term_cost))
+    assert refined.cost == pytest.approx(report.cost_after)

@@ -30,10 +30,15 @@ conformer-block (541) and mobilevit (373) ran into the 1 s time limit this cap r
 
 @dataclass(frozen=True)
 class Extraction:
+    """The cheapest selection found (`selection`, its DAG `cost`, the `extractor` that found it), and every
+    selection refinement should start from, that one first (`starts`): when the ILP's pick is cheaper term by
+    term, greedy's may still refine to the cheaper whole graph (eqsat.extract.refine.refine_from)."""
+
     selection: Selection
     cost: float
     extractor: str
     clock_stopped: bool = False
+    starts: tuple[Selection, ...] = ()
 
 
 def extract(
@@ -65,16 +70,16 @@ def _extract(
     missing = [r for r in roots if r not in selection]
     if missing:
         raise ValueError(f"no finite-cost term for root classes {missing}")
-    best = Extraction(selection, dag_cost(selection, roots, term_cost), "greedy")
+    best = Extraction(selection, dag_cost(selection, roots, term_cost), "greedy", starts=(selection,))
     if extractor == "greedy" or (extractor == "auto" and _term_count(candidates, roots) > ILP_TERM_LIMIT):
         return best
     solved = extract_ilp(candidates, roots, term_cost, node_limit=ilp_node_limit, time_limit=ilp_time_limit, hint=selection)
     exact = solved.selection
     if exact is None:
-        return Extraction(best.selection, best.cost, best.extractor, clock_stopped=solved.clock_stopped)
+        return Extraction(best.selection, best.cost, best.extractor, clock_stopped=solved.clock_stopped, starts=best.starts)
     merged = {**selection, **exact}
     cost = dag_cost(merged, roots, term_cost)
-    return Extraction(merged, cost, "ilp") if cost < best.cost else best
+    return Extraction(merged, cost, "ilp", starts=(merged, selection)) if cost < best.cost else best
 
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 
 from hypothesis import given, settings
@@ -10,7 +11,7 @@ from hypothesis import strategies as st
 from eqsat.ir import Term
 from eqsat.extract import extract
 from eqsat.extract.greedy import dag_cost, extract_greedy, reachable
-from eqsat.extract.ilp import extract_ilp
+from eqsat.extract.ilp import extract_ilp, extract_optimal
 from tests.extract.test_refine import cyclic_egraphs
 
 LEAF = Term("Opaque", (), ("x",))
@@ -133,3 +134,57 @@ def test_ilp_on_egraphs_with_cycles_is_acyclic_and_never_worse_than_greedy(egrap
     assert exact.cost <= greedy.cost
     for eclass in reachable(exact.selection, roots):
         assert eclass not in reachable(exact.selection, list(exact.selection[eclass].args)), f"{eclass} reads itself"
+
+
+# ---------------------------------------------------------------- extract_optimal (offline, benchmarks.optimality)
+
+
+def brute_force_optimum(candidates, roots, cost) -> float:
+    """The cheapest acyclic selection's DAG cost, by trying every choice of one term per class."""
+    classes = list(candidates)
+    best = math.inf
+    for choice in itertools.product(*(candidates[c] for c in classes)):
+        selection = dict(zip(classes, choice))
+        try:
+            order = reachable(selection, roots)
+        except KeyError:
+            continue
+        if any(eclass in reachable(selection, list(selection[eclass].args)) for eclass in order):
+            continue
+        best = min(best, dag_cost(selection, roots, cost))
+    return best
+
+
+def test_optimal_cuts_the_cycle_the_relaxation_takes():
+    # a == f(b) or leaf, b == g(a) or leaf, f and g free: without acyclicity, a = f(b), b = g(a) costs 0
+    candidates = {
+        "a": [Term("Elementwise", ("b",), ("f",)), Term("Opaque", (), ("la",))],
+        "b": [Term("Elementwise", ("a",), ("g",)), Term("Opaque", (), ("lb",))],
+    }
+    cost = lambda eclass, term: 0.0 if term.op == "Elementwise" else (10.0 if eclass == "a" else 7.0)  # noqa: E731
+    optimum = extract_optimal(candidates, ["a"], cost)
+    assert optimum.proven and optimum.rounds == 2  # one cut, then an acyclic optimum: no branch and bound on level rows
+    assert optimum.cost == 7.0 and optimum.bound == 7.0
+    assert optimum.selection == {"a": candidates["a"][0], "b": candidates["b"][1]}
+
+
+@settings(max_examples=40, deadline=None, derandomize=True)
+@given(cyclic_egraphs())
+def test_optimal_is_the_cheapest_acyclic_selection(egraph):
+    candidates, costs, _, roots = egraph
+    cost = lambda c, t: costs[(c, t)]  # noqa: E731
+    optimum = extract_optimal(candidates, roots, cost)
+    assert optimum.proven
+    assert math.isclose(optimum.cost, brute_force_optimum(candidates, roots, cost))
+    assert optimum.cost <= extract(candidates, roots, cost).cost + 1e-9
+    for eclass in reachable(optimum.selection, roots):
+        assert eclass not in reachable(optimum.selection, list(optimum.selection[eclass].args)), f"{eclass} reads itself"
+
+
+def test_extraction_starts_refinement_from_the_ilp_pick_and_from_greedy():
+    candidates, sizes, roots = shared_transpose_egraph(8)
+    cost = elements_cost(sizes)
+    greedy = extract(candidates, roots, cost, extractor="greedy")
+    exact = extract(candidates, roots, cost, extractor="ilp")
+    assert greedy.starts == (greedy.selection,)
+    assert exact.extractor == "ilp" and exact.starts == (exact.selection, greedy.selection)

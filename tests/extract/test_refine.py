@@ -11,7 +11,7 @@ from eqsat.ir import TensorType, Term
 from eqsat.extract import extract
 from eqsat.extract.cost import reshape_copies
 from eqsat.extract.greedy import reachable
-from eqsat.extract.refine import refine
+from eqsat.extract.refine import refine, refine_from
 
 LEAF = Term("Opaque", (), ("x",))
 
@@ -93,3 +93,22 @@ def test_refine_is_never_dearer_and_never_cyclic(egraph):
     assert cost <= graph_cost(start) and cost == graph_cost(refined)
     for eclass in reachable(refined, roots):
         assert eclass not in reachable(refined, list(refined[eclass].args)), f"{eclass} reads itself"
+
+
+def test_refine_from_keeps_the_start_that_refines_cheapest():
+    # r reads a and b; the whole graph costs 5 with p, p, 3 with q, q and 10 mixed: one change at a time,
+    # (p, p) is a local optimum, so only the start at (q, q) reaches 3
+    p, q = Term("Opaque", (), ("p",)), Term("Opaque", (), ("q",))
+    candidates = {"a": [p, q], "b": [p, q], "r": [Term("Elementwise", ("a", "b"), ("add",))]}
+    joint = {(p, p): 5.0, (q, q): 3.0, (p, q): 10.0, (q, p): 10.0}
+
+    def graph_cost(selection):
+        return joint[(selection["a"], selection["b"])]
+
+    at_p = {"a": p, "b": p, "r": candidates["r"][0]}
+    at_q = {"a": q, "b": q, "r": candidates["r"][0]}
+    assert refine(at_p, candidates, ["r"], graph_cost).cost == 5.0
+    for starts in ((at_p, at_q), (at_q, at_p)):
+        result = refine_from(starts, candidates, ["r"], graph_cost)
+        assert result.cost == 3.0 and result.selection == at_q
+    assert refine_from((at_p,), candidates, ["r"], graph_cost).selection == at_p
