@@ -41,7 +41,11 @@ drops leading 1s is the same tensor to Vela, and the slice is judged by that
 reshape's readers. Measured the same on both targets (`slice_prices`); the slice family's fit, which per term averages
 these contexts (303 cycles on Ethos-U55 for any slice), cannot tell them
 apart: on emg-gru-gesture (U55) Vela copies 16 of its 64 slices (226 cycles
-each) and folds the rest.
+each) and folds the rest. A batched slice (leading dimensions beyond HWC) is
+folded the same way, and copied one leading index at a time: measured on both
+targets, a (1, 48, 2, 7, 8) slice read by a CONCAT, a CLAMP or a RESCALE has no
+layer of its own, and read by a RESHAPE it is 48 MemoryCopy layers
+(band-split-frontend); read by a convolution it is copied too (bandwise-mlp).
 
 A fifth: an input RESCALE (per tensor, into int32) is fused by Vela into
 the op that reads it, if that op is its only reader and one Vela fuses
@@ -52,6 +56,11 @@ cycles_total on U55 (a shared (1, 64, 32) rescale: a 3072-cycle standalone
 rescale, and its MUL reader 2560 + 2560 instead of 2048 fused: 6144 more;
 the calibrated standalone int8 -> int32 rescale of that shape is 6282).
 `shared_input_rescales` prices that standalone rescale.
+
+A sixth: a RESHAPE of an int32 accumulator that alone reads its producer and
+is read only by RESCALEs is removed, the RESCALE fused into the producer
+(`removed_accumulator_reshapes`); with another reader of the producer it is
+copied and the RESCALE runs alone, as the model prices int32 data movement.
 
 `graph_cost` is the one function that prices a graph: every live term once,
 and these contexts. The pipeline's acceptance and the local search call it.
@@ -86,6 +95,9 @@ class CostModel(Protocol):
 
     def memory_copy(self, tensor: TensorType | None) -> float:
         """The cost of copying tensor once (a RESHAPE that Vela cannot remove)."""
+
+    def batched_copies(self, tensor: TensorType | None) -> float:
+        """The cost of copying tensor one leading index (beyond HWC) at a time, as Vela copies a batched tensor."""
 
     def fuses_input_rescale_into(self, op: str) -> bool:
         """Whether the target fuses an input RESCALE into the elementwise op (ADD, SUB, MUL) that alone reads it."""
@@ -286,6 +298,41 @@ def folded_transposes(
     ]
 
 
+def _is_rescale(term: Term | None) -> bool:
+    return term is not None and (term.op == "Rescale" or (term.op in ("Opaque", "Elementwise") and _opaque_name(term) == "RESCALE"))
+
+
+def removed_accumulator_reshapes(
+    graph: dict[Hashable, Term], roots: Iterable[Hashable], type_of: Callable[[Hashable], TensorType | None]
+) -> list[Hashable]:
+    """The int32 RESHAPEs of graph that Vela removes between an accumulating producer and its output RESCALE.
+
+    A reshape of an int32 tensor is priced as a standalone RESCALE and a MemoryCopy (`VelaCalibratedCost.cost`),
+    but when it alone reads a computed (not graph input) tensor and only RESCALEs read it, Vela removes it and
+    fuses the RESCALE into the producer: measured on both targets for an ADD (1, 8, 16, 8) -> (8, 1, 16, 8) and
+    a CONV2D whose output is reshaped to rank 3 or to another channel count, per-tensor or per-channel
+    (0 cycles for the reshape, the producer's layer unchanged; bandwise-mlp's one such reshape).
+    """
+    outputs = set(roots)
+    readers: dict[Hashable, list[Hashable]] = {}
+    for value, term in graph.items():
+        for arg in term.args:
+            readers.setdefault(arg, []).append(value)
+    return [
+        value
+        for value, term in graph.items()
+        if term.op == "Reshape"
+        and vela_cost.dtype_name(type_of(value)) == "int32"
+        and term.args[0] in graph
+        and graph[term.args[0]].args
+        and term.args[0] not in outputs
+        and value not in outputs
+        and readers.get(term.args[0]) == [value]
+        and readers.get(value)
+        and all(_is_rescale(graph[r]) for r in readers[value])
+    ]
+
+
 TABLE_FUSING_PRODUCERS = frozenset({"Rescale", "Transpose"})
 """The ops whose output write Vela fuses an int8 TABLE into, as measured (see the module docstring);
 an opaque RESCALE counts as a Rescale."""
@@ -317,6 +364,11 @@ SLICE_COPYING_READERS = frozenset({"Transpose", "Slice", "Reshape"})
 """The readers Vela cannot fold a SLICE into, as measured (see the module docstring)."""
 
 
+BATCHED_SLICE_FOLDING_READERS = frozenset({"Concat", "Elementwise", "Rescale"})
+"""The readers Vela folds a batched SLICE (leading dimensions beyond HWC) into, as measured: a CONCAT, a CLAMP,
+a RESCALE; it copies one read by a convolution (bandwise-mlp: an (8, 1, 1, 8) slice read by a CONV2D, 8 copies)."""
+
+
 def _drops_unit_dims_only(source: TensorType | None, target: TensorType | None) -> bool:
     """A reshape that only adds or drops leading 1s: the same tensor in Vela's padded 4-D shapes."""
 
@@ -334,32 +386,33 @@ def slice_prices(
 ) -> dict[Hashable, float]:
     """What each int8/int16 SLICE of graph costs in its context: a MemoryCopy of its output if a reader
     cannot read through it (or it is a graph output), else 0. A RESHAPE that only adds or drops leading
-    1s is seen through (its readers read the slice). Batched slices (leading dimensions beyond HWC,
-    copied one index at a time) and int32 ones keep the model's price."""
+    1s is seen through (its readers read the slice). A batched slice (leading dimensions beyond HWC) is
+    folded only into BATCHED_SLICE_FOLDING_READERS, and copied one leading index at a time (`batched_copies`);
+    int32 ones keep the model's price."""
     readers: dict[Hashable, list[Hashable]] = {}  # of the first operand: the copying readers have no other
     for value, term in graph.items():
         for arg in term.args[:1]:
             readers.setdefault(arg, []).append(value)
     outputs = set(roots)
 
-    def copied(value: Hashable) -> bool:
+    def copied(value: Hashable, batched: bool) -> bool:
         if value in outputs:
             return True
         for reader in readers.get(value, []):
             term = graph[reader]
             if term.op == "Reshape" and _drops_unit_dims_only(type_of(value), type_of(reader)):
-                if copied(reader):
+                if copied(reader, batched):
                     return True
-            elif term.op in SLICE_COPYING_READERS:
+            elif term.op in SLICE_COPYING_READERS or (batched and term.op not in BATCHED_SLICE_FOLDING_READERS):
                 return True
         return False
 
     prices = {}
     for value, term in graph.items():
         out = type_of(value)
-        if term.op != "Slice" or out is None or vela_cost.is_batched(out) or vela_cost.dtype_name(out) not in ("int8", "int16"):
+        if term.op != "Slice" or out is None or vela_cost.dtype_name(out) not in ("int8", "int16"):
             continue
-        prices[value] = model.memory_copy(out) if copied(value) else 0.0
+        prices[value] = model.batched_copies(out) if copied(value, vela_cost.is_batched(out)) else 0.0
     return prices
 
 
@@ -376,7 +429,7 @@ def _contexts(
     if term_cost is None:
         term_cost = lambda value, term: model.cost(term, type_of(value), [type_of(a) for a in term.args])  # noqa: E731
     live = {value: graph[value] for value in reachable(graph, roots)}
-    free = {*folded_transposes(live, roots, model, type_of), *fused_tables(live, roots, type_of)}
+    free = {*folded_transposes(live, roots, model, type_of), *fused_tables(live, roots, type_of), *removed_accumulator_reshapes(live, roots, type_of)}
     return live, term_cost, free, slice_prices(live, roots, type_of, model), shared_input_rescales(live, roots, type_of, model)
 
 
@@ -388,8 +441,8 @@ def value_costs(
     term_cost: Callable[[Hashable, Term], float] | None = None,
 ) -> dict[Hashable, float]:
     """What each value that the roots read costs, in the contexts Vela prices differently (reshapes kept
-    as copies, transposes folded into their producer, TABLEs fused into theirs, slices folded or copied,
-    input rescales that several ops read).
+    as copies or removed between an accumulator and its RESCALE, transposes folded into their producer,
+    TABLEs fused into theirs, slices folded or copied, input rescales that several ops read).
 
     graph maps each value to the term computing it (every operand is a value of graph); roots are
     the graph outputs. term_cost(value, term) defaults to the model's cost with the types of type_of.

@@ -453,3 +453,103 @@ def test_sharing_input_rescales_costs_cycles_where_vela_says_so(target, ops):
     assert (vela_shared > vela_private) == (model_shared > model_private)
     if vela_shared > vela_private:
         assert model_shared - model_private > 0.2 * (vela_shared - vela_private)
+
+
+BATCHED = [1, 48, 2, 8, 8]
+BATCHED_SLICE = [1, 48, 2, 7, 8]
+
+
+@pytest.mark.parametrize("target", ["ethos-u55-128", "ethos-u85-256"])
+@pytest.mark.parametrize("reader", ["concat", "clamp", "rescale", "reshape"])
+def test_a_batched_slice_is_folded_or_copied_one_leading_index_at_a_time_as_vela_does(target, reader):
+    """CLAMP -> SLICE (1, 48, 2, 8, 8) -> (1, 48, 2, 7, 8) -> reader: folded into a CONCAT, a CLAMP or a RESCALE, 48 copies for a RESHAPE."""
+    g = _Graph()
+    x = _clamp(g, "pre", g.input(BATCHED, "int8"), BATCHED, "int8")
+    s = g.op("slice", ts.Op.SLICE, [x, g.shape_const([0] * 5), g.shape_const(BATCHED_SLICE)], BATCHED_SLICE, "int8", _attr("SliceAttribute"))
+    graph = {"x": leaf("x"), "y": leaf("y"), "pre": unary("tosa.CLAMP.default#1", "x"), "s": Term("Slice", ("pre",), ((0,) * 5, tuple(BATCHED_SLICE)))}
+    types = {"x": BATCHED, "pre": BATCHED, "s": BATCHED_SLICE, "y": [1, 48, 2, 1, 8]}
+    if reader == "concat":
+        g.output(g.op("r", ts.Op.CONCAT, [s, g.input(types["y"], "int8")], BATCHED, "int8", _attr("ConcatAttribute", 3)))
+        graph["r"], types["r"] = Term("Concat", ("s", "y"), (3,)), BATCHED
+    elif reader == "clamp":
+        g.output(_clamp(g, "r", s, BATCHED_SLICE, "int8"))
+        graph["r"], types["r"] = unary("tosa.CLAMP.default#2", "s"), BATCHED_SLICE
+    elif reader == "rescale":
+        g.output(_rescale(g, "r", s, BATCHED_SLICE, "int8", "int8", "requant", zero_points=(3, -2)))
+        graph["r"], types["r"] = Term("Rescale", ("s",), ("torch.int8", (3,), (30,), 3, -2, "")), BATCHED_SLICE
+    else:
+        g.output(g.op("r", ts.Op.RESHAPE, [s, g.shape_const([96, 7, 8])], [96, 7, 8], "int8", _attr("ReshapeAttribute")))
+        graph["r"], types["r"] = Term("Reshape", ("s",), ((96, 7, 8),)), [96, 7, 8]
+    layers = estimate(g.tosa.serialize(), target).layers
+    copies = [layer for layer in layers if layer.operator == "MemoryCopy" and layer.source_operator == "Slice"]
+    model = VelaCalibratedCost(target)
+    type_of = lambda value: TensorType(tuple(types[value]), "torch.int8")  # noqa: E731
+    price = slice_prices(graph, ["r"], type_of, model)["s"]
+    assert len(copies) == (48 if reader == "reshape" else 0)
+    one_index = model.memory_copy(TensorType((2, 7, 8), "torch.int8"))
+    assert price == pytest.approx(len(copies) * one_index)
+    if copies:  # each copy within the memory-copy fit's error of what Vela charges
+        assert sum(layer.cycles_total for layer in copies) == pytest.approx(price, rel=0.35)
+
+
+ACC = [1, 8, 16, 8]
+
+
+@pytest.mark.parametrize("target", ["ethos-u55-128", "ethos-u85-256"])
+@pytest.mark.parametrize("producer, new_shape", [("ADD", [8, 1, 16, 8]), ("CONV2D", [1, 128, 8]), ("CONV2D", [8, 16, 8])])
+@pytest.mark.parametrize("second_reader", [False, True])
+def test_an_int32_reshape_alone_between_a_producer_and_its_rescale_is_removed_as_vela_does(target, producer, new_shape, second_reader):
+    """producer (int32) -> RESHAPE -> RESCALE: Vela removes the reshape and fuses the RESCALE, unless the producer's
+    output has a second reader (another RESCALE)."""
+    from eqsat.calibration.graphs import _bias, _weights
+
+    g = _Graph()
+    x = g.input(ACC, "int8")
+    if producer == "ADD":
+        a = _rescale(g, "ra", x, ACC, "int8", "int32", "add", zero_points=(-5, 0))
+        acc = _binary(g, "p", "ADD", a, a, ACC)
+        channels, producer_term = 1, Term("Elementwise", ("wide", "wide"), ("tosa.ADD.default#1",))
+    else:
+        inputs = [x, g.const([8, 1, 1, 8], "int8", _weights([8, 1, 1, 8])), g.const([8], "int32", _bias(8)), g.const([1], "int8", [0]), g.const([1], "int8", [0])]
+        attribute = _attr("Conv2dAttribute", pad=[0, 0, 0, 0], stride=[1, 1], dilation=[1, 1], local_bound=False, acc_type=ts.DType.INT32)
+        acc = g.op("p", ts.Op.CONV2D, inputs, ACC, "int32", attribute)
+        channels, producer_term = 8, Term("Opaque", ("x", "w"), ("tosa.CONV2D.default#1",))
+    r = g.op("r", ts.Op.RESHAPE, [acc, g.shape_const(new_shape)], new_shape, "int32", _attr("ReshapeAttribute"))
+    g.output(_rescale(g, "out", r, new_shape, "int32", "int8", "mul_out", channels=channels))
+    graph = {"x": leaf("x"), "w": leaf("w"), "wide": input_rescale("x", 1), "p": producer_term, "r": Term("Reshape", ("p",), (tuple(new_shape),))}
+    graph["out"] = Term("Rescale", ("r",), ("torch.int8", (3,) * channels, (30,) * channels, 0, 0, ""))
+    roots = ["out"]
+    if second_reader:
+        g.output(_rescale(g, "out2", acc, ACC, "int32", "int8", "mul_out", channels=channels))
+        graph["out2"] = Term("Rescale", ("p",), ("torch.int8", (3,) * channels, (30,) * channels, 0, 0, "2"))
+        roots.append("out2")
+    layers = estimate(g.tosa.serialize(), target).layers
+    kept = [layer for layer in layers if layer.source_operator == "Reshape" and layer.cycles_total > 0]
+    types = {"x": TensorType(tuple(ACC), "torch.int8"), "wide": TensorType(tuple(ACC), "torch.int32"), "p": TensorType(tuple(ACC), "torch.int32"),
+             "r": TensorType(tuple(new_shape), "torch.int32"), "out": TensorType(tuple(new_shape), "torch.int8"), "out2": TensorType(tuple(ACC), "torch.int8")}
+    model = VelaCalibratedCost(target)
+    price = value_costs(graph, roots, types.get, model)["r"]
+    assert (price == 0) == (not kept)
+
+
+@pytest.mark.parametrize("target", ["ethos-u55-128", "ethos-u85-256"])
+def test_a_batched_slice_that_a_convolution_reads_is_copied_as_vela_does(target):
+    """CLAMP -> SLICE (8, 1, 16, 8) -> (8, 1, 1, 8) -> 1x1 CONV2D, as in bandwise-mlp: 8 copies of the slice."""
+    from eqsat.calibration.graphs import _bias, _weights
+
+    g = _Graph()
+    wide, narrow = [8, 1, 16, 8], [8, 1, 1, 8]
+    x = _clamp(g, "pre", g.input(wide, "int8"), wide, "int8")
+    s = g.op("slice", ts.Op.SLICE, [x, g.shape_const([0] * 4), g.shape_const(narrow)], narrow, "int8", _attr("SliceAttribute"))
+    inputs = [s, g.const([8, 1, 1, 8], "int8", _weights([8, 1, 1, 8])), g.const([8], "int32", _bias(8)), g.const([1], "int8", [0]), g.const([1], "int8", [0])]
+    attribute = _attr("Conv2dAttribute", pad=[0, 0, 0, 0], stride=[1, 1], dilation=[1, 1], local_bound=False, acc_type=ts.DType.INT32)
+    acc = g.op("conv", ts.Op.CONV2D, inputs, narrow, "int32", attribute)
+    g.output(_rescale(g, "out", acc, narrow, "int32", "int8", "mul_out", channels=8))
+    copies = [layer for layer in estimate(g.tosa.serialize(), target).layers if layer.operator == "MemoryCopy" and layer.source_operator == "Slice"]
+    graph = {"x": leaf("x"), "w": leaf("w"), "pre": unary("tosa.CLAMP.default#1", "x"), "s": Term("Slice", ("pre",), ((0,) * 4, tuple(narrow)))}
+    graph["conv"] = Term("Opaque", ("s", "w"), ("tosa.CONV2D.default#1",))
+    types = {"x": wide, "pre": wide, "s": narrow, "conv": narrow, "w": [8, 1, 1, 8]}
+    type_of = lambda value: TensorType(tuple(types[value]), "torch.int8")  # noqa: E731
+    model = VelaCalibratedCost(target)
+    assert len(copies) == 8
+    assert slice_prices(graph, ["conv"], type_of, model)["s"] == pytest.approx(8 * model.memory_copy(TensorType((1, 1, 8), "torch.int8")))
