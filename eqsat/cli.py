@@ -47,7 +47,10 @@ def _calibrate(arguments: argparse.Namespace) -> int:
         print("eqsat calibrate: give --target T (to calibrate) and/or --report", file=sys.stderr)
         return 2
     for target in arguments.target or []:
-        data = calibrate.calibrate(target, workdir=arguments.workdir, jobs=arguments.jobs, scale=arguments.scale)
+        data = calibrate.calibrate(target, workdir=arguments.workdir, jobs=arguments.jobs, scale=arguments.scale, families=tuple(arguments.family or ()))
+        if arguments.family:
+            print(f"{target}: refitted {', '.join(data['refits'][-1]['families'])} -> {vela_cost.calibration_path(target)}")
+            continue
         statuses = ", ".join(f"{count} {status}" for status, count in sorted(data["grid"]["statuses"].items()))
         print(f"{target}: {statuses} in {data['seconds'] / 60:.1f} min -> {vela_cost.calibration_path(target)}")
     if arguments.report:
@@ -159,6 +162,12 @@ def parser() -> argparse.ArgumentParser:
     calibrate_command.add_argument("--out", type=Path, default=None, help="report path (default: RESULTS/calibration_report.md)")
     calibrate_command.add_argument("--jobs", type=int, default=2, help="parallel Vela processes (default: 2)")
     calibrate_command.add_argument("--workdir", type=Path, default=None, help="cache of measured samples, to resume (default: ~/.cache/eqsat/calibration)")
+    calibrate_command.add_argument(
+        "--family",
+        action="append",
+        metavar="PREFIX",
+        help="refit only the families whose name starts with PREFIX (repeatable) and keep the rest of TARGET's calibration file",
+    )
     calibrate_command.add_argument("--scale", type=float, default=1.0, help="grid size factor (default: 1.0)")
     calibrate_command.set_defaults(handler=_calibrate)
     optimize_command = commands.add_parser(

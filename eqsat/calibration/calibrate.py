@@ -284,8 +284,22 @@ def _system_config(target: str) -> dict[str, str]:
     return {"accelerator_config": flags.get("accelerator-config", target), "system_config": flags.get("system-config", ""), "memory_mode": flags.get("memory-mode", ""), "config": flags.get("config", "")}
 
 
-def calibrate(target: str, *, workdir: Path = DEFAULT_WORKDIR, jobs: int = 2, scale: float = 1.0, out: Path | None = None, progress: bool = True, samples: list[Sample] | None = None) -> dict:
-    """Measure target's grid (resuming from workdir), fit, and write the calibration file; returns its data."""
+def calibrate(
+    target: str,
+    *,
+    workdir: Path = DEFAULT_WORKDIR,
+    jobs: int = 2,
+    scale: float = 1.0,
+    out: Path | None = None,
+    progress: bool = True,
+    samples: list[Sample] | None = None,
+    families: tuple[str, ...] = (),
+) -> dict:
+    """Measure target's grid (resuming from workdir), fit, and write the calibration file; returns its data.
+
+    With families (family-name prefixes), only those families are refitted and written into the existing
+    calibration file (out, or target's); every other model in it is kept as it was (`refits` records each such run).
+    """
     started = time.perf_counter()
     if samples is None:
         samples = grid(target, "fit", scale) + grid(target, "heldout", scale)
@@ -312,9 +326,21 @@ def calibrate(target: str, *, workdir: Path = DEFAULT_WORKDIR, jobs: int = 2, sc
         "rejected": sorted(r["key"] for r in measured if r["status"] != "ok"),
     }
     path = Path(out) if out is not None else vela_cost.calibration_path(target)
+    if families:
+        data = _refit_families(json.loads(path.read_text()), models, families, len(measured))
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(data, indent=1) + "\n")
     return data
+
+
+def _refit_families(existing: dict, fitted: dict[str, dict], families: tuple[str, ...], samples: int) -> dict:
+    """existing calibration data with the fitted models of families (name prefixes) in place of its own."""
+    new = {f: m for f, m in fitted.items() if f.startswith(families)}
+    kept = {f: m for f, m in existing["models"].items() if f not in new}
+    if not new:
+        raise ValueError(f"no fitted family starts with {', '.join(families)}")
+    refit = {"families": sorted(new), "vela_version": vela_cost.vela_version(), "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "samples": samples}
+    return {**existing, "models": dict(sorted({**kept, **new}.items())), "refits": [*existing.get("refits", []), refit]}
 
 
 if __name__ == "__main__":  # worker process: `block PARAMS TARGET OUT`

@@ -166,7 +166,38 @@ def _grid(target: str, split: str, scale: float) -> list[Sample]:
         h, w, c = rng.choice((32, 48, 64, 96, 112)), rng.choice((32, 48, 64, 96, 112)), rng.choice((1, 2, 3, 4))
         for shape, perm in (([1, c, h, w], [0, 2, 3, 1]), ([c, h * w], [1, 0]), ([c, h, w], [1, 2, 0]), ([1, h, w, c], [0, 3, 1, 2]), ([h * w, c], [1, 0]), ([h, w, c], [2, 0, 1])):
             add("transpose", shape=shape, perm=perm, dtype="int8")
+    if vela_cost.target_family(target) == "u85":
+        for _ in range(n(48)):  # a slice read only by a one-pass transpose: Ethos-U85 writes it transposed in the slice's copy
+            size, perm = _one_pass_transpose(rng)
+            shape = list(size)
+            axis = rng.randrange(1 if len(size) == 4 else 0, len(size))
+            shape[axis] += rng.choice((1, size[axis]))
+            add("ctx_slice_transpose", shape=shape, size=size, perm=perm)
+        for _ in range(n(24)):  # feature maps split along an axis and transposed, as in a channel shuffle
+            size = [1, rng.choice((8, 16, 24, 29, 32, 58, 64, 116)), rng.choice((2, 4, 8, 16)), rng.choice((4, 8, 16, 32))]
+            rng.shuffle(size)
+            size.remove(1)
+            size = [1, *size]
+            perm = [0, *rng.choice(([2, 3, 1], [3, 1, 2], [2, 1, 3], [1, 3, 2], [3, 2, 1]))]
+            shape = list(size)
+            shape[rng.randrange(1, 4)] *= 2
+            add("ctx_slice_transpose", shape=shape, size=size, perm=perm)
     return samples
+
+
+def _one_pass_transpose(rng: random.Random) -> tuple[list[int], list[int]]:
+    """A shape and a permutation that Ethos-U85 runs in one pass (rank 2 or 3, or rank 4 with a leading 1 kept in place)."""
+    rank = rng.choice((2, 3, 4, 4, 4))
+    dims = (1, 2, 3, 4, 8, 12, 16, 24, 32, 48, 64, 116)
+    while True:
+        shape = _shape(rng, rank, low=64, high=16384, dims=dims)
+        if rank == 4:
+            shape[0] = 1
+            perm = [0] + [p + 1 for p in _perm(rng, 3)]
+        else:
+            perm = _perm(rng, rank)
+        if len(vela_cost.transpose_passes(tuple(shape), tuple(perm), "u85")) == 1:
+            return shape, perm
 
 
 def _probe_grid(target: str, scale: float) -> list[Sample]:

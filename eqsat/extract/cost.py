@@ -21,7 +21,10 @@ and no layer is left for the convolution's own write; calibration measures
 this on every target, `VelaCalibratedCost.folds_transpose_into_producer`).
 It does so only when the transpose is the one reader of the convolution's
 output. It folds a transpose of one pass into the MemoryCopy of a SLICE in
-front of it in the same way. `folded_transposes` prices that: such a transpose costs nothing. On
+front of it in the same way. `folded_transposes` prices that: such a transpose costs nothing, and
+the slice's copy that writes it is priced by its own calibration family
+(`slice_transpose/int8`, measured on a grid of slices and one-pass permutations,
+`transposing_slice_copies`). On
 a small model whose conv output was also returned as it was, a rewrite that
 gave that output a second reader cost +63% cycles_total on U85.
 
@@ -98,6 +101,9 @@ class CostModel(Protocol):
 
     def batched_copies(self, tensor: TensorType | None) -> float:
         """The cost of copying tensor one leading index (beyond HWC) at a time, as Vela copies a batched tensor."""
+
+    def folded_transpose_copy(self, sliced: TensorType, perm: tuple[int, ...]) -> float | None:
+        """The cost of a SLICE's copy of sliced that also writes it transposed by perm (None: not calibrated)."""
 
     def fuses_input_rescale_into(self, op: str) -> bool:
         """Whether the target fuses an input RESCALE into the elementwise op (ADD, SUB, MUL) that alone reads it."""
@@ -278,8 +284,8 @@ def folded_transposes(
     is not a graph output, and it is either a CONV2D's output (after its output RESCALE) written NHWC ->
     NCHW, or a SLICE's output (which Vela copies for a transpose reader) that the transpose moves in one
     pass: measured on Ethos-U85 for rank-2 to rank-4 single-pass permutations (0 cycles for the
-    transpose; the copy of a (1, 8, 8, 32) slice 2292 cycles instead of 1608), not for a transpose of
-    several passes nor a batched slice.
+    transpose; the copy then costs `transposing_slice_copies`), not for a transpose of several passes
+    nor a batched slice.
     """
     if not model.folds_transpose_into_producer:
         return []
@@ -331,6 +337,23 @@ def removed_accumulator_reshapes(
         and readers.get(value)
         and all(_is_rescale(graph[r]) for r in readers[value])
     ]
+
+
+def transposing_slice_copies(
+    graph: dict[Hashable, Term], folded: Iterable[Hashable], type_of: Callable[[Hashable], TensorType | None], model: CostModel
+) -> dict[Hashable, float]:
+    """What the SLICE copy costs that writes a folded transpose (`folded_transposes`) in front of it, as calibrated
+    (`folded_transpose_copy`): neither the plain copy nor the transpose alone (a (1, 16, 16, 32) slice transposed
+    by (0, 3, 1, 2) on Ethos-U85: 4272 cycles, the plain copy's fit 7752). Without that calibration, the plain copy."""
+    prices = {}
+    for value in folded:
+        source = graph[value].args[0]
+        sliced = type_of(source)
+        if graph.get(source) is not None and graph[source].op == "Slice" and sliced is not None:
+            price = model.folded_transpose_copy(sliced, tuple(graph[value].attrs[0]))
+            if price is not None:
+                prices[source] = price
+    return prices
 
 
 TABLE_FUSING_PRODUCERS = frozenset({"Rescale", "Transpose"})
@@ -429,8 +452,10 @@ def _contexts(
     if term_cost is None:
         term_cost = lambda value, term: model.cost(term, type_of(value), [type_of(a) for a in term.args])  # noqa: E731
     live = {value: graph[value] for value in reachable(graph, roots)}
-    free = {*folded_transposes(live, roots, model, type_of), *fused_tables(live, roots, type_of), *removed_accumulator_reshapes(live, roots, type_of)}
-    return live, term_cost, free, slice_prices(live, roots, type_of, model), shared_input_rescales(live, roots, type_of, model)
+    folded = folded_transposes(live, roots, model, type_of)
+    free = {*folded, *fused_tables(live, roots, type_of), *removed_accumulator_reshapes(live, roots, type_of)}
+    slices = slice_prices(live, roots, type_of, model) | transposing_slice_copies(live, folded, type_of, model)
+    return live, term_cost, free, slices, shared_input_rescales(live, roots, type_of, model)
 
 
 def value_costs(

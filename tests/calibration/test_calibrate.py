@@ -91,6 +91,21 @@ def test_layers_are_attributed_to_the_sample_and_op_that_caused_them():
     assert calibrate._attribute([LayerCycles("const_values_int32", "Add", "Rescale", 1, 1)], layouts) is None
 
 
+def test_refitting_some_families_keeps_every_other_model_of_the_file(round_trip, monkeypatch, tmp_path):
+    root, data = round_trip
+    monkeypatch.setattr(calibrate, "measure_batch", lambda *_args, **_kwargs: pytest.fail("every sample is cached: Vela must not run"))
+    installed = VelaCalibratedCost(TARGET).data
+    path = tmp_path / f"{TARGET}.json"
+    path.write_text(json.dumps(installed))
+    refitted = calibrate.calibrate(TARGET, workdir=root / "work", out=path, progress=False, samples=TABLES, families=("table/",))
+    assert refitted == json.loads(path.read_text())
+    assert refitted["models"]["table/int8"] == data["models"]["table/int8"] != installed["models"]["table/int8"]
+    assert {f: m for f, m in refitted["models"].items() if f != "table/int8"} == {f: m for f, m in installed["models"].items() if f != "table/int8"}
+    assert refitted["refits"][-1]["families"] == ["table/int8"]
+    with pytest.raises(ValueError, match="no fitted family"):
+        calibrate.calibrate(TARGET, workdir=root / "work", out=path, progress=False, samples=TABLES, families=("conv2d",))
+
+
 def test_heldout_shapes_are_not_fitted():
     fit_keys = {s.key for s in grid("ethos-u55-128", "fit", 0.2)}
     heldout = grid("ethos-u55-128", "heldout", 0.2)
