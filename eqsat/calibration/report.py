@@ -123,7 +123,9 @@ def _readers(graph: Graph) -> dict[int, list[int]]:
 
 def attribute(graphs: list[Graph], layers: list[dict], target: str, model: vela_cost.VelaCalibratedCost) -> dict[str, list[float]]:
     """Per op family: [the model's estimate, Vela's Op Cycles] summed over the graphs' nodes and the layers
-    attributed to them (`node_of_layer`); layers no node names go to "unattributed"."""
+    attributed to them (`node_of_layer`). A layer named `#<id>` is a pass Vela inserted in front of the next
+    named layer (the passes of a decomposed transpose): it goes with that layer, as in calibration; layers no
+    node names go to "unattributed"."""
     sums: dict[str, list[float]] = {}
     for graph in graphs:
         costs = value_costs(dict(enumerate(graph.terms)), graph.outputs, graph.types.__getitem__, model)
@@ -131,14 +133,21 @@ def attribute(graphs: list[Graph], layers: list[dict], target: str, model: vela_
             sums.setdefault(family_of(graph, value, target), [0.0, 0.0])[0] += cost
     indexes = [{name: i for i, name in enumerate(g.names)} for g in graphs]
     readers = [_readers(g) for g in graphs]
+    pending = 0.0
     for layer in layers:
+        if layer["name"].startswith("#"):
+            pending += layer["cycles_total"]
+            continue
         family = "unattributed"
         for graph, index, read in zip(graphs, indexes, readers):
             node = node_of_layer(layer, graph, index, read)
             if node is not None:
                 family = family_of(graph, node, target)
                 break
-        sums.setdefault(family, [0.0, 0.0])[1] += layer["cycles_total"]
+        sums.setdefault(family, [0.0, 0.0])[1] += layer["cycles_total"] + pending
+        pending = 0.0
+    if pending:
+        sums.setdefault("unattributed", [0.0, 0.0])[1] += pending
     return sums
 
 
