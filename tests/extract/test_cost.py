@@ -9,6 +9,7 @@ from eqsat.extract.cost import (
     folded_transposes,
     fused_tables,
     graph_cost,
+    removed_accumulator_reshapes,
     reshape_copies,
     slice_prices,
     term_costs,
@@ -595,3 +596,30 @@ def test_slice_copies_that_write_a_folded_transpose_are_priced_as_vela_charges_t
     assert max(errors) < 0.35
     assert sum(errors) / len(errors) < 0.20
     assert sum(errors) < sum(plain_errors)
+
+
+@pytest.mark.parametrize("target", ["ethos-u55-128", "ethos-u85-256"])
+def test_an_int32_reshape_behind_an_int32_slice_is_not_removed_as_vela_does(target):
+    """CONV2D (int32) -> SLICE -> RESHAPE -> RESCALE, as in conformer-block: Vela runs the RESCALE alone (and on Ethos-U55
+    copies the slice); the reshape is not one removed between an accumulating op and its RESCALE."""
+    from eqsat.calibration.graphs import _bias, _weights
+
+    g = _Graph()
+    wide, half, flat = [1, 1, 32, 64], [1, 1, 32, 32], [1, 32, 32]
+    x = g.input([1, 1, 32, 32], "int8")
+    inputs = [x, g.const([64, 1, 1, 32], "int8", _weights([64, 1, 1, 32])), g.const([64], "int32", _bias(64)), g.const([1], "int8", [0]), g.const([1], "int8", [0])]
+    attribute = _attr("Conv2dAttribute", pad=[0, 0, 0, 0], stride=[1, 1], dilation=[1, 1], local_bound=False, acc_type=ts.DType.INT32)
+    acc = g.op("p", ts.Op.CONV2D, inputs, wide, "int32", attribute)
+    s = g.op("s", ts.Op.SLICE, [acc, g.shape_const([0, 0, 0, 32]), g.shape_const(half)], half, "int32", _attr("SliceAttribute"))
+    r = g.op("r", ts.Op.RESHAPE, [s, g.shape_const(flat)], flat, "int32", _attr("ReshapeAttribute"))
+    g.output(_rescale(g, "out", r, flat, "int32", "int8", "mul_out", channels=32))
+    layers = estimate(g.tosa.serialize(), target).layers
+    standalone_rescale = sum(layer.cycles_total for layer in layers if layer.source_operator == "Rescale")
+    graph = {"x": leaf("x"), "w": leaf("w"), "p": Term("Opaque", ("x", "w"), ("tosa.CONV2D.default#1",))}
+    graph |= {"s": Term("Slice", ("p",), ((0, 0, 0, 32), tuple(half))), "r": Term("Reshape", ("s",), (tuple(flat),))}
+    graph["out"] = Term("Rescale", ("r",), ("torch.int8", (3,) * 32, (30,) * 32, 0, 0, ""))
+    types = {"x": TensorType((1, 1, 32, 32), "torch.int8"), "p": TensorType(tuple(wide), "torch.int32"), "s": TensorType(tuple(half), "torch.int32"),
+             "r": TensorType(tuple(flat), "torch.int32"), "out": TensorType(tuple(flat), "torch.int8")}
+    assert standalone_rescale > 0
+    assert removed_accumulator_reshapes(graph, ["out"], types.get) == []
+    assert value_costs(graph, ["out"], types.get, VelaCalibratedCost(target))["r"] > 0
