@@ -6,6 +6,7 @@ import tosa_serializer as ts
 from eqsat.ir import TensorType, Term
 from eqsat.calibration.graphs import _attr, _binary, _clamp, _Graph, _rescale
 from eqsat.extract.cost import (
+    concat_prices,
     folded_transposes,
     fused_tables,
     graph_cost,
@@ -623,3 +624,62 @@ def test_an_int32_reshape_behind_an_int32_slice_is_not_removed_as_vela_does(targ
     assert standalone_rescale > 0
     assert removed_accumulator_reshapes(graph, ["out"], types.get) == []
     assert value_costs(graph, ["out"], types.get, VelaCalibratedCost(target))["r"] > 0
+
+
+CONCAT_INPUTS = {
+    "conv": "a 1x1 CONV2D with its output RESCALE",
+    "shared-conv": "a CONV2D whose output is also returned",
+    "input": "a graph input",
+    "rescale": "an int8 RESCALE",
+    "transpose": "a TRANSPOSE",
+    "slice": "a SLICE",
+}
+
+
+def _concat_input(g: _Graph, graph: dict, roots: list, kind: str, i: int) -> str:
+    """One (1, 8, 8, 16) input of a concat, in TOSA and as terms (graph[f"in{i}"])."""
+    from eqsat.calibration.graphs import _conv
+
+    shape = [1, 8, 8, 16]
+    if kind in ("conv", "shared-conv"):
+        y, _ = _conv(g, f"p{i}", g.input([1, 8, 8, 8], "int8"), {"h": 8, "w": 8, "cin": 8, "cout": 16, "k": 1, "stride": 1})
+        graph[f"acc{i}"] = Term("Opaque", (f"x{i}", "w"), (f"tosa.CONV2D.default#{i}",))
+        graph[f"in{i}"] = Term("Rescale", (f"acc{i}",), ("torch.int8", (3,) * 16, (30,) * 16, 0, 0, str(i)))
+        if kind == "shared-conv":
+            g.output(y)
+            roots.append(f"in{i}")
+        return y
+    if kind == "input":
+        graph[f"in{i}"] = leaf(f"in{i}")
+        return g.input(shape, "int8")
+    if kind == "rescale":
+        graph[f"in{i}"] = Term("Rescale", (f"x{i}",), ("torch.int8", (3,), (30,), 3, -2, str(i)))
+        return _rescale(g, f"p{i}", g.input(shape, "int8"), shape, "int8", "int8", "requant", zero_points=(3, -2))
+    if kind == "transpose":
+        x = _clamp(g, f"c{i}", g.input([1, 16, 8, 8], "int8"), [1, 16, 8, 8], "int8")
+        graph[f"c{i}"] = unary(f"tosa.CLAMP.default#{i}", f"x{i}")
+        graph[f"in{i}"] = Term("Transpose", (f"c{i}",), ((0, 2, 3, 1),))
+        return g.op(f"p{i}", ts.Op.TRANSPOSE, [x], shape, "int8", _attr("TransposeAttribute", [0, 2, 3, 1]))
+    x = _clamp(g, f"c{i}", g.input([1, 8, 8, 32], "int8"), [1, 8, 8, 32], "int8")
+    graph[f"c{i}"] = unary(f"tosa.CLAMP.default#{i}", f"x{i}")
+    graph[f"in{i}"] = Term("Slice", (f"c{i}",), ((0, 0, 0, 0), tuple(shape)))
+    return g.op(f"p{i}", ts.Op.SLICE, [x, g.shape_const([0] * 4), g.shape_const(shape)], shape, "int8", _attr("SliceAttribute"))
+
+
+@pytest.mark.parametrize("target", ["ethos-u55-128", "ethos-u85-256"])
+@pytest.mark.parametrize("first", sorted(CONCAT_INPUTS))
+def test_a_concat_copies_the_inputs_vela_cannot_write_in_place(target, first):
+    """CONCAT of (first, a conv) along the channels: Vela writes a convolution's or RESCALE's output in place; it copies
+    a graph input, a shared output, a TRANSPOSE's or a SLICE's; the model charges one MemoryCopy per copied input."""
+    g, graph, roots = _Graph(), {"w": leaf("w"), **{f"x{i}": leaf(f"x{i}") for i in range(2)}}, ["cat"]
+    parts = [_concat_input(g, graph, roots, first, 0), _concat_input(g, graph, roots, "conv", 1)]
+    g.output(g.op("cat", ts.Op.CONCAT, parts, [1, 8, 8, 32], "int8", _attr("ConcatAttribute", 3)))
+    graph["cat"] = Term("Concat", ("in0", "in1"), (3,))
+    layers = estimate(g.tosa.serialize(), target).layers
+    copies = [layer for layer in layers if layer.operator == "MemoryCopy" and layer.name == layers[-1].name]
+    model = VelaCalibratedCost(target)
+    shapes = {"x0": [1, 16, 8, 8] if first == "transpose" else [1, 8, 8, 32] if first == "slice" else [1, 8, 8, 8], "x1": [1, 8, 8, 8], "c0": [1, 16, 8, 8] if first == "transpose" else [1, 8, 8, 32], "cat": [1, 8, 8, 32]}
+    type_of = lambda value: TensorType(tuple(shapes.get(value, [1, 8, 8, 16])), "torch.int32" if value.startswith("acc") else "torch.int8")  # noqa: E731
+    price = concat_prices(graph, roots, type_of, model)["cat"]
+    assert price == pytest.approx(len(copies) * model.memory_copy(TensorType((1, 8, 8, 16), "torch.int8")))
+    assert len(copies) == (0 if first in ("conv", "rescale") else 1)
