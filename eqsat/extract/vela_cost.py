@@ -46,7 +46,8 @@ What each op costs
   Vela cannot run costs `math.inf` (see "Infeasible configurations").
 - CONCAT: one MemoryCopy per input, priced as measured behind producers on
   the NPU (Vela often lets a producer write straight into the concatenated
-  tensor, so this is cheaper than a concat of graph inputs).
+  tensor, so this is cheaper than a concat of graph inputs). On whole graphs
+  `eqsat.extract.cost.concat_prices` charges only the inputs Vela copies.
 - SLICE: priced as measured in front of typical consumers (a conv, an add,
   a clamp, a transpose, a concat): Vela folds most slices into their
   consumer, so this is small; a slice copied from a graph input to a graph
