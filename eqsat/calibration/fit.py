@@ -208,6 +208,10 @@ def observations(record: dict, target: str, measure: str = "npu") -> list[Observ
             Observation(config.family, config.features, float(roles.get("slice", 0)), key),
             Observation(f"context/slice-{p['consumer']}", {"one": 1.0}, float(roles.get("slice", 0)), key),
         ]
+    if kind == "batched_concat":  # per input, one copy of its HWC block per leading index
+        blocks = [vela_cost.batched_copy_features(_tt(shape, "int8")) for shape in p["shapes"]]
+        features = {name: sum(b[name] for b in blocks) for name in blocks[0]}
+        return [Observation("batched_copy/int8", features, total, key)]
     if kind == "ctx_slice_transpose":  # the slice's copy and the transpose written by it, as one op
         config = vela_cost.slice_transpose_config(_tt(p["size"], "int8"), tuple(p["perm"]))
         return [Observation(config.family, config.features, float(roles.get("slice", 0) + roles.get("transpose", 0)), key)]

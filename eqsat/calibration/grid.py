@@ -182,6 +182,11 @@ def _grid(target: str, split: str, scale: float) -> list[Sample]:
             shape = list(size)
             shape[rng.randrange(1, 4)] *= 2
             add("ctx_slice_transpose", shape=shape, size=size, perm=perm)
+    for _ in range(n(24)):  # concats of 5-D tensors: one MemoryCopy of each input's HWC block per leading index
+        batch, axis = rng.choice((2, 4, 8, 16, 48)), rng.choice((2, 3, 4))
+        base = [1, batch, rng.choice((1, 2, 4)), rng.choice((1, 2, 4, 8)), rng.choice((4, 8, 16, 24, 32))]
+        shapes = [base[:axis] + [rng.choice((1, 2, 3, 5, 7, 8))] + base[axis + 1 :] for _ in range(rng.choice((2, 2, 3)))]
+        add("batched_concat", shapes=shapes, axis=axis)
     return samples
 
 

@@ -382,6 +382,13 @@ def _transpose_config(x: TensorType | None, out: TensorType | None, perm: tuple[
     return OpConfig(f"transpose/{dtype_name(x)}", features, transpose=(tuple(x.shape), tuple(perm), dtype_name(x)), passes=tuple(passes))
 
 
+def batched_copy_features(tensor: TensorType) -> dict[str, float]:
+    """Copying tensor one leading index (beyond HWC) at a time: the copies' count, elements and rows, summed."""
+    count = float(math.prod(tensor.shape[:-3])) if len(tensor.shape) > 3 else 1.0
+    block = TensorType(tuple(tensor.shape[-3:]), tensor.dtype)
+    return {"one": count, "elements": count * elements(block), "rows": count * rows(block)}
+
+
 def slice_transpose_config(sliced: TensorType, perm: tuple[int, ...]) -> OpConfig:
     """The family and features of a SLICE's MemoryCopy that writes its output transposed by perm in one pass
     (Ethos-U85 folds such a transpose into the copy): the features of the transpose's one pass."""
@@ -563,9 +570,13 @@ class VelaCalibratedCost:
         return value
 
     def batched_copies(self, tensor: TensorType | None) -> float:
-        """Copying tensor one leading index (beyond HWC) at a time: one MemoryCopy of its HWC block per index."""
+        """Copying tensor one leading index (beyond HWC) at a time: one MemoryCopy of its HWC block per index, as
+        calibrated on 5-D concats (`batched_copy/<dtype>`), else the whole-tensor copy's fit per block."""
         if tensor is None or len(tensor.shape) <= 3:
             return self.memory_copy(tensor)
+        model = self._models.get(f"batched_copy/{dtype_name(tensor)}")
+        if model is not None:
+            return op_cycles(model, OpConfig("batched_copy", batched_copy_features(tensor)))
         return math.prod(tensor.shape[:-3]) * self.memory_copy(TensorType(tuple(tensor.shape[-3:]), tensor.dtype))
 
     def memory_copy(self, tensor: TensorType | None) -> float:
