@@ -634,6 +634,7 @@ CONCAT_INPUTS = {
     "rescale": "an int8 RESCALE",
     "transpose": "a TRANSPOSE",
     "slice": "a SLICE",
+    "reshape": "a RESHAPE of a CLAMP",
 }
 
 
@@ -661,6 +662,11 @@ def _concat_input(g: _Graph, graph: dict, roots: list, kind: str, i: int) -> str
         graph[f"c{i}"] = unary(f"tosa.CLAMP.default#{i}", f"x{i}")
         graph[f"in{i}"] = Term("Transpose", (f"c{i}",), ((0, 2, 3, 1),))
         return g.op(f"p{i}", ts.Op.TRANSPOSE, [x], shape, "int8", _attr("TransposeAttribute", [0, 2, 3, 1]))
+    if kind == "reshape":
+        x = _clamp(g, f"c{i}", g.input([1, 8, 128], "int8"), [1, 8, 128], "int8")
+        graph[f"c{i}"] = unary(f"tosa.CLAMP.default#{i}", f"x{i}")
+        graph[f"in{i}"] = Term("Reshape", (f"c{i}",), (tuple(shape),))
+        return g.op(f"p{i}", ts.Op.RESHAPE, [x, g.shape_const(shape)], shape, "int8", _attr("ReshapeAttribute"))
     x = _clamp(g, f"c{i}", g.input([1, 8, 8, 32], "int8"), [1, 8, 8, 32], "int8")
     graph[f"c{i}"] = unary(f"tosa.CLAMP.default#{i}", f"x{i}")
     graph[f"in{i}"] = Term("Slice", (f"c{i}",), ((0, 0, 0, 0), tuple(shape)))
@@ -671,7 +677,7 @@ def _concat_input(g: _Graph, graph: dict, roots: list, kind: str, i: int) -> str
 @pytest.mark.parametrize("first", sorted(CONCAT_INPUTS))
 def test_a_concat_copies_the_inputs_vela_cannot_write_in_place(target, first):
     """CONCAT of (first, a conv) along the channels: Vela writes a convolution's or RESCALE's output in place; it copies
-    a graph input, a shared output, a TRANSPOSE's or a SLICE's; the model charges one MemoryCopy per copied input."""
+    a graph input, a shared output, a TRANSPOSE's, a SLICE's or a RESHAPE's; the model charges one MemoryCopy per copied input."""
     g, graph, roots = _Graph(), {"w": leaf("w"), **{f"x{i}": leaf(f"x{i}") for i in range(2)}}, ["cat"]
     parts = [_concat_input(g, graph, roots, first, 0), _concat_input(g, graph, roots, "conv", 1)]
     g.output(g.op("cat", ts.Op.CONCAT, parts, [1, 8, 8, 32], "int8", _attr("ConcatAttribute", 3)))
@@ -679,7 +685,7 @@ def test_a_concat_copies_the_inputs_vela_cannot_write_in_place(target, first):
     layers = estimate(g.tosa.serialize(), target).layers
     copies = [layer for layer in layers if layer.operator == "MemoryCopy" and layer.name == layers[-1].name]
     model = VelaCalibratedCost(target)
-    shapes = {"x0": [1, 16, 8, 8] if first == "transpose" else [1, 8, 8, 32] if first == "slice" else [1, 8, 8, 8], "x1": [1, 8, 8, 8], "c0": [1, 16, 8, 8] if first == "transpose" else [1, 8, 8, 32], "cat": [1, 8, 8, 32]}
+    shapes = {"x0": {"transpose": [1, 16, 8, 8], "slice": [1, 8, 8, 32], "reshape": [1, 8, 128]}.get(first, [1, 8, 8, 8]), "x1": [1, 8, 8, 8], "c0": {"transpose": [1, 16, 8, 8], "reshape": [1, 8, 128]}.get(first, [1, 8, 8, 32]), "cat": [1, 8, 8, 32]}
     type_of = lambda value: TensorType(tuple(shapes.get(value, [1, 8, 8, 16])), "torch.int32" if value.startswith("acc") else "torch.int8")  # noqa: E731
     price = concat_prices(graph, roots, type_of, model)["cat"]
     assert price == pytest.approx(len(copies) * model.memory_copy(TensorType((1, 8, 8, 16), "torch.int8")))
