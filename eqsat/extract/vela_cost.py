@@ -572,7 +572,7 @@ class VelaCalibratedCost:
     def batched_copies(self, tensor: TensorType | None) -> float:
         """Copying tensor one leading index (beyond HWC) at a time: one MemoryCopy of its HWC block per index, as
         calibrated on 5-D concats (`batched_copy/<dtype>`), else the whole-tensor copy's fit per block."""
-        if tensor is None or len(tensor.shape) <= 3:
+        if not is_batched(tensor):
             return self.memory_copy(tensor)
         model = self._models.get(f"batched_copy/{dtype_name(tensor)}")
         if model is not None:

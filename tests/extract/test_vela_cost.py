@@ -131,6 +131,7 @@ def test_a_batched_concat_pays_one_copy_per_leading_index_of_each_input(model):
     flat = model.cost(Term("Concat", (0, 1), (3,)), tt([1, 96, 3, 24]), [tt([1, 96, 3, 8]), tt([1, 96, 3, 16])])
     assert batched == pytest.approx(model.batched_copies(parts[0]) + model.batched_copies(parts[1]))
     assert model.batched_copies(parts[0]) == model.batched_copies(tt([48, 2, 3, 8]))  # 48 copies of a (2, 3, 8) block either way
+    assert model.batched_copies(tt([1, 1, 2, 3, 8])) == model.memory_copy(tt([1, 1, 2, 3, 8]))  # not batched: one plain copy
     assert batched > 2 * flat
 
 
