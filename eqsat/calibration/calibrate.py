@@ -336,6 +336,8 @@ def calibrate(
     }
     path = Path(out) if out is not None else vela_cost.calibration_path(target)
     if families:
+        if not any(in_families(f, families) for f in models):
+            raise ValueError(f"no fitted family in {', '.join(families)}")
         refit = {"families": sorted(families), "created": data["created"], "grid": data["grid"], "vela_version": data["vela_version"]}
         data = existing
         data["models"] = dict(sorted({**data["models"], **{f: m for f, m in models.items() if in_families(f, families)}}.items()))

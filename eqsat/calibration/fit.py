@@ -59,6 +59,8 @@ FORMS = {
     # Ethos-U85: native passes whose cost follows brick-aligned reads and writes.
     "u85:transpose": ("one", "passes", "moved", "padded_in", "padded_out", "rows_in", "rows_out"),
     "concat": ("inputs", "elements", "rows"),
+    # Ethos-U85 copying a slice and writing it transposed in the same pass.
+    "slice_transpose": ("one", "moved", "padded_in", "padded_out", "rows_in", "rows_out"),
     "conv2d": ("one", "macs", "elements", "in_elements", "weights"),
     "depthwise_conv2d": ("one", "macs", "elements", "in_elements", "weights"),
     "matmul": ("one", "macs", "elements", "in_elements"),
@@ -84,6 +86,7 @@ ACCESS_PIECES = {
     # 3110400 access cycles (0.0366 per unit of that feature) and (3, 96, 96) -> (96, 96, 3) 43200
     # (0.0488), while their NPU cycles are about 74000 each.
     "transpose": (("narrow_hw_max",),),
+    "slice_transpose": (("narrow_hw_max",),),
 }
 """Further linear pieces of a family's access model: it predicts the largest of its pieces."""
 
@@ -205,6 +208,13 @@ def observations(record: dict, target: str, measure: str = "npu") -> list[Observ
             Observation(config.family, config.features, float(roles.get("slice", 0)), key),
             Observation(f"context/slice-{p['consumer']}", {"one": 1.0}, float(roles.get("slice", 0)), key),
         ]
+    if kind == "batched_concat":  # per input, one copy of its HWC block per leading index
+        blocks = [vela_cost.batched_copy_features(_tt(shape, "int8")) for shape in p["shapes"]]
+        features = {name: sum(b[name] for b in blocks) for name in blocks[0]}
+        return [Observation("batched_copy/int8", features, total, key)]
+    if kind == "ctx_slice_transpose":  # the slice's copy and the transpose written by it, as one op
+        config = vela_cost.slice_transpose_config(_tt(p["size"], "int8"), tuple(p["perm"]))
+        return [Observation(config.family, config.features, float(roles.get("slice", 0) + roles.get("transpose", 0)), key)]
     if kind in ("ctx_chain", "module"):
         return []  # fitted jointly, see fit_jointly
     if kind in ("ctx_reshape", "ctx_transpose_conv"):

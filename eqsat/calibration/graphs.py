@@ -19,14 +19,14 @@ sample cache and in the calibration file's grid digest.
   flatbuffer as independent subgraphs whose tensors carry the prefix `s<i>_`.
   It also returns each sample's `Layout`: for each tensor, which op (role)
   writes it and which op reads it first. Kinds:
-  - single ops: `transpose`, `concat`, `slice`, `rescale` (int8<->int32,
+  - single ops: `transpose`, `concat`, `batched_concat` (5-D, copied per leading index), `slice`, `rescale` (int8<->int32,
     int16, per tensor and per channel), `binary` (int32 ADD/SUB/MUL), `clamp`,
     `table`, and the opaque compute ops that the rules never rewrite
     (`conv2d`, `depthwise_conv2d`, `matmul`, pools, reductions, `resize`);
   - contexts: `ctx_slice` (a slice in front of a conv, an add, a clamp, a
     transpose or a concat), `ctx_concat` (convs feeding a concat),
-    `ctx_reshape`, `ctx_transpose_conv`, and `ctx_chain` (rescaled
-    ADD/SUB/MUL chains).
+    `ctx_reshape`, `ctx_transpose_conv`, `ctx_slice_transpose` (a slice
+    read only by a transpose), and `ctx_chain` (rescaled ADD/SUB/MUL chains).
 - `module` samples are bundles of small torch blocks (layer norm, softmax,
   residual conv, MLP, gate) that the real Arm backend lowers. They cover the
   contexts that hand-built graphs do not reproduce. `context_bundle` builds
@@ -285,6 +285,14 @@ def _build_sample(g: _Graph, sample: Sample) -> None:
         pre = _clamp(g, "pre", x, p["shape"], "int8")
         r = g.op("reshape", ts.Op.RESHAPE, [pre, g.shape_const(p["new_shape"])], p["new_shape"], "int8", _attr("ReshapeAttribute"))
         g.output(_clamp(g, "post", r, p["new_shape"], "int8"))
+    elif kind == "batched_concat":  # inputs with leading dimensions beyond HWC: Vela copies each one leading index at a time
+        xs = [g.input(shape, "int8") for shape in p["shapes"]]
+        g.output(g.op("op", ts.Op.CONCAT, xs, concat.output_shape(p["shapes"], p["axis"]), "int8", _attr("ConcatAttribute", p["axis"])))
+    elif kind == "ctx_slice_transpose":  # a slice read only by a transpose: on Ethos-U85 the transpose is written by the slice's copy
+        x = _clamp(g, "pre", g.input(p["shape"], "int8"), p["shape"], "int8")
+        s = g.op("slice", ts.Op.SLICE, [x, g.shape_const([0] * len(p["shape"])), g.shape_const(p["size"])], p["size"], "int8", _attr("SliceAttribute"))
+        out_shape = transpose.output_shape(p["size"], p["perm"])
+        g.output(g.op("transpose", ts.Op.TRANSPOSE, [s], out_shape, "int8", _attr("TransposeAttribute", list(p["perm"]))))
     elif kind == "ctx_transpose_conv":
         h, w, c = p["h"], p["w"], p["c"]
         conv = {"h": h, "w": w, "cin": c, "cout": c, "k": 1, "stride": 1}

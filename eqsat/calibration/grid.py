@@ -176,7 +176,43 @@ def _grid(target: str, split: str, scale: float) -> list[Sample]:
     for _ in range(n(8)):  # a global average pool, the head of a classifier: the window is the whole map
         size = rng.choice((4, 5, 6, 7, 8, 12))
         add("avg_pool2d", shape=[1, size, size, rng.choice((16, 32, 64, 96))], k=size, stride=1)
+    if vela_cost.target_family(target) == "u85":
+        for _ in range(n(48)):  # a slice read only by a one-pass transpose: Ethos-U85 writes it transposed in the slice's copy
+            size, perm = _one_pass_transpose(rng)
+            shape = list(size)
+            axis = rng.randrange(1 if len(size) == 4 else 0, len(size))
+            shape[axis] += rng.choice((1, size[axis]))
+            add("ctx_slice_transpose", shape=shape, size=size, perm=perm)
+        for _ in range(n(24)):  # feature maps split along an axis and transposed, as in a channel shuffle
+            size = [1, rng.choice((8, 16, 24, 29, 32, 58, 64, 116)), rng.choice((2, 4, 8, 16)), rng.choice((4, 8, 16, 32))]
+            rng.shuffle(size)
+            size.remove(1)
+            size = [1, *size]
+            perm = [0, *rng.choice(([2, 3, 1], [3, 1, 2], [2, 1, 3], [1, 3, 2], [3, 2, 1]))]
+            shape = list(size)
+            shape[rng.randrange(1, 4)] *= 2
+            add("ctx_slice_transpose", shape=shape, size=size, perm=perm)
+    for _ in range(n(24)):  # concats of 5-D tensors: one MemoryCopy of each input's HWC block per leading index
+        batch, axis = rng.choice((2, 4, 8, 16, 48)), rng.choice((2, 3, 4))
+        base = [1, batch, rng.choice((1, 2, 4)), rng.choice((1, 2, 4, 8)), rng.choice((4, 8, 16, 24, 32))]
+        shapes = [base[:axis] + [rng.choice((1, 2, 3, 5, 7, 8))] + base[axis + 1 :] for _ in range(rng.choice((2, 2, 3)))]
+        add("batched_concat", shapes=shapes, axis=axis)
     return samples
+
+
+def _one_pass_transpose(rng: random.Random) -> tuple[list[int], list[int]]:
+    """A shape and a permutation that Ethos-U85 runs in one pass (rank 2 or 3, or rank 4 with a leading 1 kept in place)."""
+    rank = rng.choice((2, 3, 4, 4, 4))
+    dims = (1, 2, 3, 4, 8, 12, 16, 24, 32, 48, 64, 116)
+    while True:
+        shape = _shape(rng, rank, low=64, high=16384, dims=dims)
+        if rank == 4:
+            shape[0] = 1
+            perm = [0] + [p + 1 for p in _perm(rng, 3)]
+        else:
+            perm = _perm(rng, rank)
+        if len(vela_cost.transpose_passes(tuple(shape), tuple(perm), "u85")) == 1:
+            return shape, perm
 
 
 def _probe_grid(target: str, scale: float) -> list[Sample]:

@@ -21,7 +21,10 @@ and no layer is left for the convolution's own write; calibration measures
 this on every target, `VelaCalibratedCost.folds_transpose_into_producer`).
 It does so only when the transpose is the one reader of the convolution's
 output. It folds a transpose of one pass into the MemoryCopy of a SLICE in
-front of it in the same way. `folded_transposes` prices that: such a transpose costs nothing. On
+front of it in the same way. `folded_transposes` prices that: such a transpose costs nothing, and
+the slice's copy that writes it is priced by its own calibration family
+(`slice_transpose/int8`, measured on a grid of slices and one-pass permutations,
+`transposing_slice_copies`). On
 a small model whose conv output was also returned as it was, a rewrite that
 gave that output a second reader cost +63% cycles_total on U85.
 
@@ -41,7 +44,11 @@ drops leading 1s is the same tensor to Vela, and the slice is judged by that
 reshape's readers. Measured the same on both targets (`slice_prices`); the slice family's fit, which per term averages
 these contexts (303 cycles on Ethos-U55 for any slice), cannot tell them
 apart: on emg-gru-gesture (U55) Vela copies 16 of its 64 slices (226 cycles
-each) and folds the rest.
+each) and folds the rest. A batched slice (leading dimensions beyond HWC) is
+folded the same way, and copied one leading index at a time: measured on both
+targets, a (1, 48, 2, 7, 8) slice read by a CONCAT, a CLAMP or a RESCALE has no
+layer of its own, and read by a RESHAPE it is 48 MemoryCopy layers
+(band-split-frontend); read by a convolution it is copied too (bandwise-mlp).
 
 A fifth: an input RESCALE (per tensor, into int32) is fused by Vela into
 the op that reads it, if that op is its only reader and one Vela fuses
@@ -64,6 +71,11 @@ mobilevit-patch-attention, bandwise-mlp and emg-gru-gesture runs its input
 and output rescales as layers of their own (on Ethos-U55 a (1, 64, 32)
 square: 2560 + 2560 cycles, and 3072 for the rescale in front of it; on
 Ethos-U85 1920 + 5632). The output rescales of ADD and SUB stay fused.
+
+A seventh: a RESHAPE of an int32 accumulator that alone reads its producer and
+is read only by RESCALEs is removed, the RESCALE fused into the producer
+(`removed_accumulator_reshapes`); with another reader of the producer it is
+copied and the RESCALE runs alone, as the model prices int32 data movement.
 
 `graph_cost` is the one function that prices a graph: every live term once,
 and these contexts. The pipeline's acceptance and the local search call it.
@@ -99,6 +111,12 @@ class CostModel(Protocol):
 
     def memory_copy(self, tensor: TensorType | None) -> float:
         """The cost of copying tensor once (a RESHAPE that Vela cannot remove)."""
+
+    def batched_copies(self, tensor: TensorType | None) -> float:
+        """The cost of copying tensor one leading index (beyond HWC) at a time, as Vela copies a batched tensor."""
+
+    def folded_transpose_copy(self, sliced: TensorType, perm: tuple[int, ...]) -> float | None:
+        """The cost of a SLICE's copy of sliced that also writes it transposed by perm (None: not calibrated)."""
 
     def fuses_input_rescale_into(self, op: str) -> bool:
         """Whether the target fuses an input RESCALE into the elementwise op (ADD, SUB, MUL) that alone reads it."""
@@ -318,8 +336,8 @@ def folded_transposes(
     is not a graph output, and it is either a CONV2D's output (after its output RESCALE) written NHWC ->
     NCHW, or a SLICE's output (which Vela copies for a transpose reader) that the transpose moves in one
     pass: measured on Ethos-U85 for rank-2 to rank-4 single-pass permutations (0 cycles for the
-    transpose; the copy of a (1, 8, 8, 32) slice 2292 cycles instead of 1608), not for a transpose of
-    several passes nor a batched slice.
+    transpose; the copy then costs `transposing_slice_copies`), not for a transpose of several passes
+    nor a batched slice.
     """
     if not model.folds_transpose_into_producer:
         return []
@@ -334,6 +352,65 @@ def folded_transposes(
             or _copied_slice_output(graph, term.args[0], tuple(term.attrs[0]), type_of, model)
         )
     ]
+
+
+def _is_rescale(term: Term | None) -> bool:
+    return term is not None and (term.op == "Rescale" or (term.op in ("Opaque", "Elementwise") and _opaque_name(term) == "RESCALE"))
+
+
+ACCUMULATING_OPS = frozenset({"Opaque", "Elementwise"})
+"""The terms that write an int32 accumulator themselves (a CONV2D, a MATMUL, an ADD, SUB or MUL), not data movement:
+a reshape behind an int32 SLICE is copied along with the slice (conformer-block, Ethos-U55: 4448 cycles of copy and
+a standalone RESCALE)."""
+
+
+def removed_accumulator_reshapes(
+    graph: dict[Hashable, Term], roots: Iterable[Hashable], type_of: Callable[[Hashable], TensorType | None]
+) -> list[Hashable]:
+    """The int32 RESHAPEs of graph that Vela removes between an accumulating producer and its output RESCALE.
+
+    A reshape of an int32 tensor is priced as a standalone RESCALE and a MemoryCopy (`VelaCalibratedCost.cost`),
+    but when it alone reads the output of an accumulating op (ACCUMULATING_OPS) and only RESCALEs read it, Vela removes it and
+    fuses the RESCALE into the producer: measured on both targets for an ADD (1, 8, 16, 8) -> (8, 1, 16, 8) and
+    a CONV2D whose output is reshaped to rank 3 or to another channel count, per-tensor or per-channel
+    (0 cycles for the reshape, the producer's layer unchanged; bandwise-mlp's one such reshape).
+    """
+    outputs = set(roots)
+    readers: dict[Hashable, list[Hashable]] = {}
+    for value, term in graph.items():
+        for arg in term.args:
+            readers.setdefault(arg, []).append(value)
+    return [
+        value
+        for value, term in graph.items()
+        if term.op == "Reshape"
+        and vela_cost.dtype_name(type_of(value)) == "int32"
+        and term.args[0] in graph
+        and graph[term.args[0]].op in ACCUMULATING_OPS
+        and graph[term.args[0]].args
+        and term.args[0] not in outputs
+        and value not in outputs
+        and readers.get(term.args[0]) == [value]
+        and readers.get(value)
+        and all(_is_rescale(graph[r]) for r in readers[value])
+    ]
+
+
+def transposing_slice_copies(
+    graph: dict[Hashable, Term], folded: Iterable[Hashable], type_of: Callable[[Hashable], TensorType | None], model: CostModel
+) -> dict[Hashable, float]:
+    """What the SLICE copy costs that writes a folded transpose (`folded_transposes`) in front of it, as calibrated
+    (`folded_transpose_copy`): neither the plain copy nor the transpose alone (a (1, 16, 16, 32) slice transposed
+    by (0, 3, 1, 2) on Ethos-U85: 4272 cycles, the plain copy's fit 7752). Without that calibration, the plain copy."""
+    prices = {}
+    for value in folded:
+        source = graph[value].args[0]
+        sliced = type_of(source)
+        if graph.get(source) is not None and graph[source].op == "Slice" and sliced is not None:
+            price = model.folded_transpose_copy(sliced, tuple(graph[value].attrs[0]))
+            if price is not None:
+                prices[source] = price
+    return prices
 
 
 TABLE_FUSING_PRODUCERS = frozenset({"Rescale", "Transpose"})
@@ -365,6 +442,11 @@ SLICE_COPYING_READERS = frozenset({"Transpose", "Slice", "Reshape"})
 """The readers Vela cannot fold a SLICE into, as measured (see the module docstring)."""
 
 
+BATCHED_SLICE_FOLDING_READERS = frozenset({"Concat", "Elementwise", "Rescale"})
+"""The readers Vela folds a batched SLICE (leading dimensions beyond HWC) into, as measured: a CONCAT, a CLAMP,
+a RESCALE; it copies one read by a convolution (bandwise-mlp: an (8, 1, 1, 8) slice read by a CONV2D, 8 copies)."""
+
+
 def _drops_unit_dims_only(source: TensorType | None, target: TensorType | None) -> bool:
     """A reshape that only adds or drops leading 1s: the same tensor in Vela's padded 4-D shapes."""
 
@@ -382,32 +464,68 @@ def slice_prices(
 ) -> dict[Hashable, float]:
     """What each int8/int16 SLICE of graph costs in its context: a MemoryCopy of its output if a reader
     cannot read through it (or it is a graph output), else 0. A RESHAPE that only adds or drops leading
-    1s is seen through (its readers read the slice). Batched slices (leading dimensions beyond HWC,
-    copied one index at a time) and int32 ones keep the model's price."""
+    1s is seen through (its readers read the slice). A batched slice (leading dimensions beyond HWC) is
+    folded only into BATCHED_SLICE_FOLDING_READERS, and copied one leading index at a time (`batched_copies`);
+    int32 ones keep the model's price."""
     readers: dict[Hashable, list[Hashable]] = {}  # of the first operand: the copying readers have no other
     for value, term in graph.items():
         for arg in term.args[:1]:
             readers.setdefault(arg, []).append(value)
     outputs = set(roots)
 
-    def copied(value: Hashable) -> bool:
+    def copied(value: Hashable, batched: bool) -> bool:
         if value in outputs:
             return True
         for reader in readers.get(value, []):
             term = graph[reader]
             if term.op == "Reshape" and _drops_unit_dims_only(type_of(value), type_of(reader)):
-                if copied(reader):
+                if copied(reader, batched):
                     return True
-            elif term.op in SLICE_COPYING_READERS:
+            elif term.op in SLICE_COPYING_READERS or (batched and term.op not in BATCHED_SLICE_FOLDING_READERS):
                 return True
         return False
 
     prices = {}
     for value, term in graph.items():
         out = type_of(value)
-        if term.op != "Slice" or out is None or vela_cost.is_batched(out) or vela_cost.dtype_name(out) not in ("int8", "int16"):
+        if term.op != "Slice" or out is None or vela_cost.dtype_name(out) not in ("int8", "int16"):
             continue
-        prices[value] = model.memory_copy(out) if copied(value) else 0.0
+        prices[value] = model.batched_copies(out) if copied(value, vela_cost.is_batched(out)) else 0.0
+    return prices
+
+
+CONCAT_IN_PLACE_PRODUCERS = frozenset({"Opaque", "Elementwise", "Rescale", "Table", "Reduce"})
+"""The ops that Vela lets write their output straight into a concat's output, as measured: a convolution, a RESIZE, a
+CLAMP, a RESCALE. A TRANSPOSE, a SLICE, a CONCAT, a RESHAPE and a graph input are copied."""
+
+
+def concat_prices(
+    graph: dict[Hashable, Term], roots: Iterable[Hashable], type_of: Callable[[Hashable], TensorType | None], model: CostModel
+) -> dict[Hashable, float]:
+    """What each int8/int16 CONCAT of graph costs in its context: a MemoryCopy of each input that its producer cannot
+    write in place, as Vela does. An input is written in place when a CONCAT_IN_PLACE_PRODUCERS op computes it, the
+    concat is its one reader and it is not a graph output; behind a RESHAPE it is copied, even one that only drops a
+    leading 1 (emg-branch-fusion: two (1, 1, 32, k) -> (1, 32, k) inputs, 500 and 936 cycles). Measured the same on both targets: two 1x1 convolutions concatenated along any axis cost nothing more;
+    an input that is also returned, is a graph input, or comes from a TRANSPOSE, SLICE or CONCAT costs one
+    MemoryCopy (unet-skip, Ethos-U55: a RESIZE written in place, the shared skip connection copied, 4480 cycles;
+    the concat family's fit, 13932, averages over contexts). Batched concats and int32 ones keep the model's price."""
+    readers = Counter(roots)
+    for term in graph.values():
+        readers.update(term.args)
+    outputs = set(roots)
+
+    def in_place(value: Hashable) -> bool:
+        term = graph.get(value)
+        return term is not None and term.op in CONCAT_IN_PLACE_PRODUCERS and bool(term.args) and readers[value] == 1 and value not in outputs
+
+    prices = {}
+    for value, term in graph.items():
+        if term.op != "Concat":
+            continue
+        parts = [type_of(a) for a in term.args]
+        if any(t is None or vela_cost.is_batched(t) for t in (type_of(value), *parts)) or vela_cost.dtype_name(type_of(value)) not in ("int8", "int16"):
+            continue
+        prices[value] = sum(model.memory_copy(t) for a, t in zip(term.args, parts) if not in_place(a))
     return prices
 
 
@@ -419,15 +537,19 @@ def _contexts(
     term_cost: Callable[[Hashable, Term], float] | None,
 ) -> tuple[dict[Hashable, Term], Callable[[Hashable, Term], float], set, dict[Hashable, float], dict[Hashable, float]]:
     """The terms the roots read, the term pricer (the model's cost with the types of type_of by default), and the
-    contexts Vela prices differently: the values that cost nothing, the slices' prices, the extra cost of the rescales
-    Vela runs alone (shared input rescales, and the output rescales of the MULs that read them)."""
+    contexts Vela prices differently: the values that cost nothing, the prices of slices and concats in their context,
+    the extra cost of the rescales Vela runs alone (shared input rescales, and the output rescales of the MULs that
+    read them)."""
     if term_cost is None:
         term_cost = lambda value, term: model.cost(term, type_of(value), [type_of(a) for a in term.args])  # noqa: E731
     live = {value: graph[value] for value in reachable(graph, roots)}
-    free = {*folded_transposes(live, roots, model, type_of), *fused_tables(live, roots, type_of)}
+    folded = folded_transposes(live, roots, model, type_of)
+    free = {*folded, *fused_tables(live, roots, type_of), *removed_accumulator_reshapes(live, roots, type_of)}
+    in_context = slice_prices(live, roots, type_of, model) | transposing_slice_copies(live, folded, type_of, model)
+    in_context |= concat_prices(live, roots, type_of, model)
     shared = shared_input_rescales(live, roots, type_of, model)
     unfused = {**shared, **unfused_output_rescales(live, type_of, model, shared)}
-    return live, term_cost, free, slice_prices(live, roots, type_of, model), unfused
+    return live, term_cost, free, in_context, unfused
 
 
 def value_costs(
@@ -438,15 +560,16 @@ def value_costs(
     term_cost: Callable[[Hashable, Term], float] | None = None,
 ) -> dict[Hashable, float]:
     """What each value that the roots read costs, in the contexts Vela prices differently (reshapes kept
-    as copies, transposes folded into their producer, TABLEs fused into theirs, slices folded or copied,
-    input rescales read more than once and the output rescales of the MULs that read them).
+    as copies or removed between an accumulator and its RESCALE, transposes folded into their producer,
+    TABLEs fused into theirs, slices folded or copied, concat inputs written in place or copied, input rescales
+    read more than once and the output rescales of the MULs that read them).
 
     graph maps each value to the term computing it (every operand is a value of graph); roots are
     the graph outputs. term_cost(value, term) defaults to the model's cost with the types of type_of.
     """
-    live, term_cost, free, slices, shared = _contexts(graph, roots, type_of, model, term_cost)
+    live, term_cost, free, in_context, shared = _contexts(graph, roots, type_of, model, term_cost)
     costs = {value: 0.0 if value in free else term_cost(value, term) for value, term in live.items()}
-    costs.update(slices)
+    costs.update(in_context)
     for value, extra in shared.items():
         costs[value] += extra
     for value in copied_reshapes(live, roots):
@@ -464,9 +587,9 @@ def graph_cost(
     """What a graph costs: every term that the roots read, once, in the contexts Vela prices differently
     (the sum of value_costs; the reshape copies added last).
     """
-    live, term_cost, free, slices, shared = _contexts(graph, roots, type_of, model, term_cost)
-    total = sum(term_cost(value, term) for value, term in live.items() if value not in free and value not in slices)
-    return total + sum(slices.values()) + sum(shared.values()) + reshape_copies(live, roots, type_of, model)
+    live, term_cost, free, in_context, shared = _contexts(graph, roots, type_of, model, term_cost)
+    total = sum(term_cost(value, term) for value, term in live.items() if value not in free and value not in in_context)
+    return total + sum(in_context.values()) + sum(shared.values()) + reshape_copies(live, roots, type_of, model)
 
 
 def priced(graph: Graph, model: CostModel) -> float:

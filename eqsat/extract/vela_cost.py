@@ -46,7 +46,8 @@ What each op costs
   Vela cannot run costs `math.inf` (see "Infeasible configurations").
 - CONCAT: one MemoryCopy per input, priced as measured behind producers on
   the NPU (Vela often lets a producer write straight into the concatenated
-  tensor, so this is cheaper than a concat of graph inputs).
+  tensor, so this is cheaper than a concat of graph inputs). On whole graphs
+  `eqsat.extract.cost.concat_prices` charges only the inputs Vela copies.
 - SLICE: priced as measured in front of typical consumers (a conv, an add,
   a clamp, a transpose, a concat): Vela folds most slices into their
   consumer, so this is small; a slice copied from a graph input to a graph
@@ -83,9 +84,11 @@ What each op costs
   that standalone RESCALE on top of its own cost (measured alone). Without
   this a rewrite that moves a transpose in front of an output RESCALE looked
   free to the model and cost +182% NPU cycles on Ethos-U55. A RESHAPE there
-  is not removed either: Vela copies the int32 tensor (a reshape moved
-  between a CONV2D and its per-channel RESCALE cost 25888 cycles on
-  conformer-block, U55).
+  is not removed either when the producer's output has another reader: Vela
+  copies the int32 tensor (a reshape moved between a CONV2D and its
+  per-channel RESCALE cost 25888 cycles on conformer-block, U55). A reshape
+  that alone reads its producer and is read only by RESCALEs is removed
+  (`eqsat.extract.cost.removed_accumulator_reshapes`).
 - Reduce terms: priced as the opaque REDUCE_* op they were read from.
 - TABLE: fitted per dtype, measured alone (an int16 table is 6 passes on U55);
   a `Table` term is priced as the opaque TABLE it was read from.
@@ -386,6 +389,21 @@ def _transpose_config(x: TensorType | None, out: TensorType | None, perm: tuple[
     return OpConfig(f"transpose/{dtype_name(x)}", features, transpose=(tuple(x.shape), tuple(perm), dtype_name(x)), passes=tuple(passes))
 
 
+def batched_copy_features(tensor: TensorType) -> dict[str, float]:
+    """Copying tensor one leading index (beyond HWC) at a time: the copies' count, elements and rows, summed."""
+    count = float(math.prod(tensor.shape[:-3])) if len(tensor.shape) > 3 else 1.0
+    block = TensorType(tuple(tensor.shape[-3:]), tensor.dtype)
+    return {"one": count, "elements": count * elements(block), "rows": count * rows(block)}
+
+
+def slice_transpose_config(sliced: TensorType, perm: tuple[int, ...]) -> OpConfig:
+    """The family and features of a SLICE's MemoryCopy that writes its output transposed by perm in one pass
+    (Ethos-U85 folds such a transpose into the copy): the features of the transpose's one pass."""
+    (features,) = _transpose_config(sliced, None, perm, "u85").passes
+    keep = ("one", "moved", "padded_in", "padded_out", "rows_in", "rows_out", "narrow_hw_max")
+    return OpConfig(f"slice_transpose/{dtype_name(sliced)}", {name: features[name] for name in keep})
+
+
 def _concat_config(out: TensorType | None, args: list[TensorType | None]) -> OpConfig:
     parts = [a for a in args if a is not None]
     if len(parts) != len(args) or not parts:
@@ -604,9 +622,13 @@ class VelaCalibratedCost:
         return value
 
     def batched_copies(self, tensor: TensorType | None) -> float:
-        """Copying tensor one leading index (beyond HWC) at a time: one MemoryCopy of its HWC block per index."""
-        if tensor is None or len(tensor.shape) <= 3:
+        """Copying tensor one leading index (beyond HWC) at a time: one MemoryCopy of its HWC block per index, as
+        calibrated on 5-D concats (`batched_copy/<dtype>`), else the whole-tensor copy's fit per block."""
+        if not is_batched(tensor):
             return self.memory_copy(tensor)
+        model = self._models.get(f"batched_copy/{dtype_name(tensor)}")
+        if model is not None:
+            return op_cycles(model, OpConfig("batched_copy", batched_copy_features(tensor)))
         return math.prod(tensor.shape[:-3]) * self.memory_copy(TensorType(tuple(tensor.shape[-3:]), tensor.dtype))
 
     def memory_copy(self, tensor: TensorType | None) -> float:
@@ -615,6 +637,13 @@ class VelaCalibratedCost:
         if model is None:
             return float(elements(tensor))
         return op_cycles(model, OpConfig("isolated/slice", _basic(tensor)))
+
+    def folded_transpose_copy(self, sliced: TensorType, perm: tuple[int, ...]) -> float | None:
+        """A SLICE's MemoryCopy of sliced that also writes it transposed by perm (one pass; folded on Ethos-U85),
+        as calibrated (`ctx_slice_transpose`); None when the target has no such family."""
+        config = slice_transpose_config(sliced, perm)
+        model = self._models.get(config.family)
+        return None if model is None else op_cycles(model, config)
 
     def standalone_rescale(self, accumulator: TensorType | None) -> float:
         """What an int32 -> int8 RESCALE of accumulator costs when Vela cannot fuse it into its producer (measured alone)."""

@@ -68,6 +68,8 @@ def test_a_family_refit_replaces_only_those_families_in_the_existing_file(round_
     assert refit["transpose_feasibility"] == shipped["transpose_feasibility"]
     assert refit["refits"][-1]["families"] == ["table"]
     assert json.loads((root / "refit.json").read_text()) == refit
+    with pytest.raises(ValueError, match="no fitted family"):
+        calibrate.calibrate(TARGET, workdir=root / "work", out=root / "none.json", progress=False, samples=TABLES, families=["conv2d"])
     assert calibrate.in_families("binary/ADD", ["binary"]) and not calibrate.in_families("isolated/binary/ADD", ["binary"])
 
 

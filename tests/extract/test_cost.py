@@ -5,7 +5,18 @@ import tosa_serializer as ts
 
 from eqsat.ir import TensorType, Term
 from eqsat.calibration.graphs import _attr, _binary, _clamp, _Graph, _rescale
-from eqsat.extract.cost import folded_transposes, fused_tables, graph_cost, reshape_copies, slice_prices, term_costs, value_costs
+from eqsat.extract.cost import (
+    concat_prices,
+    folded_transposes,
+    fused_tables,
+    graph_cost,
+    removed_accumulator_reshapes,
+    reshape_copies,
+    slice_prices,
+    term_costs,
+    transposing_slice_copies,
+    value_costs,
+)
 from eqsat.extract.vela_cost import VelaCalibratedCost
 from eqsat.vela import estimate
 
@@ -346,7 +357,8 @@ def test_a_slice_is_folded_into_its_readers_or_copied_as_vela_does(target, reade
     prices = slice_prices(graph, roots, _types(graph), model)
     assert sum(price > 0 for price in prices.values()) == copies
     assert prices["s"] in (0.0, model.memory_copy(SLICED))
-    assert value_costs(graph, roots, _types(graph), model)["s"] == prices["s"]
+    folded = folded_transposes(graph, roots, model, _types(graph))  # on Ethos-U85 the copy writes a one-pass transpose
+    assert value_costs(graph, roots, _types(graph), model)["s"] == transposing_slice_copies(graph, folded, _types(graph), model).get("s", prices["s"])
 
 
 def test_the_slice_readers_hold_both_answers():
@@ -513,3 +525,241 @@ def test_sharing_input_rescales_costs_cycles_where_vela_says_so(target, ops):
     assert (vela_shared > vela_private) == (model_shared > model_private)
     if vela_shared > vela_private:
         assert model_shared - model_private > 0.2 * (vela_shared - vela_private)
+
+
+BATCHED = [1, 48, 2, 8, 8]
+BATCHED_SLICE = [1, 48, 2, 7, 8]
+
+
+@pytest.mark.parametrize("target", ["ethos-u55-128", "ethos-u85-256"])
+@pytest.mark.parametrize("reader", ["concat", "clamp", "rescale", "reshape"])
+def test_a_batched_slice_is_folded_or_copied_one_leading_index_at_a_time_as_vela_does(target, reader):
+    """CLAMP -> SLICE (1, 48, 2, 8, 8) -> (1, 48, 2, 7, 8) -> reader: folded into a CONCAT, a CLAMP or a RESCALE, 48 copies for a RESHAPE."""
+    g = _Graph()
+    x = _clamp(g, "pre", g.input(BATCHED, "int8"), BATCHED, "int8")
+    s = g.op("slice", ts.Op.SLICE, [x, g.shape_const([0] * 5), g.shape_const(BATCHED_SLICE)], BATCHED_SLICE, "int8", _attr("SliceAttribute"))
+    graph = {"x": leaf("x"), "y": leaf("y"), "pre": unary("tosa.CLAMP.default#1", "x"), "s": Term("Slice", ("pre",), ((0,) * 5, tuple(BATCHED_SLICE)))}
+    types = {"x": BATCHED, "pre": BATCHED, "s": BATCHED_SLICE, "y": [1, 48, 2, 1, 8]}
+    if reader == "concat":
+        g.output(g.op("r", ts.Op.CONCAT, [s, g.input(types["y"], "int8")], BATCHED, "int8", _attr("ConcatAttribute", 3)))
+        graph["r"], types["r"] = Term("Concat", ("s", "y"), (3,)), BATCHED
+    elif reader == "clamp":
+        g.output(_clamp(g, "r", s, BATCHED_SLICE, "int8"))
+        graph["r"], types["r"] = unary("tosa.CLAMP.default#2", "s"), BATCHED_SLICE
+    elif reader == "rescale":
+        g.output(_rescale(g, "r", s, BATCHED_SLICE, "int8", "int8", "requant", zero_points=(3, -2)))
+        graph["r"], types["r"] = Term("Rescale", ("s",), ("torch.int8", (3,), (30,), 3, -2, "")), BATCHED_SLICE
+    else:
+        g.output(g.op("r", ts.Op.RESHAPE, [s, g.shape_const([96, 7, 8])], [96, 7, 8], "int8", _attr("ReshapeAttribute")))
+        graph["r"], types["r"] = Term("Reshape", ("s",), ((96, 7, 8),)), [96, 7, 8]
+    layers = estimate(g.tosa.serialize(), target).layers
+    copies = [layer for layer in layers if layer.operator == "MemoryCopy" and layer.source_operator == "Slice"]
+    model = VelaCalibratedCost(target)
+    type_of = lambda value: TensorType(tuple(types[value]), "torch.int8")  # noqa: E731
+    price = slice_prices(graph, ["r"], type_of, model)["s"]
+    assert len(copies) == (48 if reader == "reshape" else 0)
+    assert price == (model.batched_copies(type_of("s")) if copies else 0.0)
+    if copies:  # within the batched-copy fit's error of what Vela charges
+        assert sum(layer.cycles_total for layer in copies) == pytest.approx(price, rel=0.3)
+
+
+ACC = [1, 8, 16, 8]
+
+
+@pytest.mark.parametrize("target", ["ethos-u55-128", "ethos-u85-256"])
+@pytest.mark.parametrize("producer, new_shape", [("ADD", [8, 1, 16, 8]), ("CONV2D", [1, 128, 8]), ("CONV2D", [8, 16, 8])])
+@pytest.mark.parametrize("second_reader", [False, True])
+def test_an_int32_reshape_alone_between_a_producer_and_its_rescale_is_removed_as_vela_does(target, producer, new_shape, second_reader):
+    """producer (int32) -> RESHAPE -> RESCALE: Vela removes the reshape and fuses the RESCALE, unless the producer's
+    output has a second reader (another RESCALE)."""
+    from eqsat.calibration.graphs import _bias, _weights
+
+    g = _Graph()
+    x = g.input(ACC, "int8")
+    if producer == "ADD":
+        a = _rescale(g, "ra", x, ACC, "int8", "int32", "add", zero_points=(-5, 0))
+        acc = _binary(g, "p", "ADD", a, a, ACC)
+        channels, producer_term = 1, Term("Elementwise", ("wide", "wide"), ("tosa.ADD.default#1",))
+    else:
+        inputs = [x, g.const([8, 1, 1, 8], "int8", _weights([8, 1, 1, 8])), g.const([8], "int32", _bias(8)), g.const([1], "int8", [0]), g.const([1], "int8", [0])]
+        attribute = _attr("Conv2dAttribute", pad=[0, 0, 0, 0], stride=[1, 1], dilation=[1, 1], local_bound=False, acc_type=ts.DType.INT32)
+        acc = g.op("p", ts.Op.CONV2D, inputs, ACC, "int32", attribute)
+        channels, producer_term = 8, Term("Opaque", ("x", "w"), ("tosa.CONV2D.default#1",))
+    r = g.op("r", ts.Op.RESHAPE, [acc, g.shape_const(new_shape)], new_shape, "int32", _attr("ReshapeAttribute"))
+    g.output(_rescale(g, "out", r, new_shape, "int32", "int8", "mul_out", channels=channels))
+    graph = {"x": leaf("x"), "w": leaf("w"), "wide": input_rescale("x", 1), "p": producer_term, "r": Term("Reshape", ("p",), (tuple(new_shape),))}
+    graph["out"] = Term("Rescale", ("r",), ("torch.int8", (3,) * channels, (30,) * channels, 0, 0, ""))
+    roots = ["out"]
+    if second_reader:
+        g.output(_rescale(g, "out2", acc, ACC, "int32", "int8", "mul_out", channels=channels))
+        graph["out2"] = Term("Rescale", ("p",), ("torch.int8", (3,) * channels, (30,) * channels, 0, 0, "2"))
+        roots.append("out2")
+    layers = estimate(g.tosa.serialize(), target).layers
+    kept = [layer for layer in layers if layer.source_operator == "Reshape" and layer.cycles_total > 0]
+    types = {"x": TensorType(tuple(ACC), "torch.int8"), "wide": TensorType(tuple(ACC), "torch.int32"), "p": TensorType(tuple(ACC), "torch.int32"),
+             "r": TensorType(tuple(new_shape), "torch.int32"), "out": TensorType(tuple(new_shape), "torch.int8"), "out2": TensorType(tuple(ACC), "torch.int8")}
+    model = VelaCalibratedCost(target)
+    price = value_costs(graph, roots, types.get, model)["r"]
+    assert (price == 0) == (not kept)
+
+
+@pytest.mark.parametrize("target", ["ethos-u55-128", "ethos-u85-256"])
+def test_a_batched_slice_that_a_convolution_reads_is_copied_as_vela_does(target):
+    """CLAMP -> SLICE (8, 1, 16, 8) -> (8, 1, 1, 8) -> 1x1 CONV2D, as in bandwise-mlp: 8 copies of the slice."""
+    from eqsat.calibration.graphs import _bias, _weights
+
+    g = _Graph()
+    wide, narrow = [8, 1, 16, 8], [8, 1, 1, 8]
+    x = _clamp(g, "pre", g.input(wide, "int8"), wide, "int8")
+    s = g.op("slice", ts.Op.SLICE, [x, g.shape_const([0] * 4), g.shape_const(narrow)], narrow, "int8", _attr("SliceAttribute"))
+    inputs = [s, g.const([8, 1, 1, 8], "int8", _weights([8, 1, 1, 8])), g.const([8], "int32", _bias(8)), g.const([1], "int8", [0]), g.const([1], "int8", [0])]
+    attribute = _attr("Conv2dAttribute", pad=[0, 0, 0, 0], stride=[1, 1], dilation=[1, 1], local_bound=False, acc_type=ts.DType.INT32)
+    acc = g.op("conv", ts.Op.CONV2D, inputs, narrow, "int32", attribute)
+    g.output(_rescale(g, "out", acc, narrow, "int32", "int8", "mul_out", channels=8))
+    copies = [layer for layer in estimate(g.tosa.serialize(), target).layers if layer.operator == "MemoryCopy" and layer.source_operator == "Slice"]
+    graph = {"x": leaf("x"), "w": leaf("w"), "pre": unary("tosa.CLAMP.default#1", "x"), "s": Term("Slice", ("pre",), ((0,) * 4, tuple(narrow)))}
+    graph["conv"] = Term("Opaque", ("s", "w"), ("tosa.CONV2D.default#1",))
+    types = {"x": wide, "pre": wide, "s": narrow, "conv": narrow, "w": [8, 1, 1, 8]}
+    type_of = lambda value: TensorType(tuple(types[value]), "torch.int8")  # noqa: E731
+    model = VelaCalibratedCost(target)
+    assert len(copies) == 8
+    price = slice_prices(graph, ["conv"], type_of, model)["s"]
+    assert price == model.batched_copies(type_of("s"))
+    assert sum(layer.cycles_total for layer in copies) == pytest.approx(price, rel=0.3)
+
+
+FOLDED_SLICE_TRANSPOSES = [
+    ([1, 232, 8, 8], [1, 116, 8, 8], [0, 2, 3, 1]), ([1, 16, 16, 64], [1, 16, 16, 32], [0, 3, 1, 2]), ([1, 8, 8, 64], [1, 8, 8, 32], [0, 3, 1, 2]),
+    ([1, 8, 8, 64], [1, 8, 8, 32], [0, 2, 1, 3]), ([16, 64], [16, 32], [1, 0]), ([1, 58, 16, 16], [1, 29, 16, 16], [0, 2, 3, 1]),
+]
+"""Slices read by a one-pass transpose, outside the calibration grid (shufflenet-v2's channel split among them)."""
+
+
+def test_slice_copies_that_write_a_folded_transpose_are_priced_as_vela_charges_them_on_ethos_u85():
+    """Each copy within 35% of Vela's MemoryCopy, 20% on average, and on average closer to it than the plain copy."""
+    target = "ethos-u85-256"
+    model = VelaCalibratedCost(target)
+    errors, plain_errors = [], []
+    for wide, shape, perm in FOLDED_SLICE_TRANSPOSES:
+        g = _Graph()
+        x = _clamp(g, "pre", g.input(wide, "int8"), wide, "int8")
+        s = g.op("slice", ts.Op.SLICE, [x, g.shape_const([0] * len(wide)), g.shape_const(shape)], shape, "int8", _attr("SliceAttribute"))
+        g.output(g.op("t", ts.Op.TRANSPOSE, [s], [shape[p] for p in perm], "int8", _attr("TransposeAttribute", perm)))
+        layers = estimate(g.tosa.serialize(), target).layers
+        assert [layer.cycles_total for layer in layers if layer.operator == "Transpose"] == [0]
+        vela = sum(layer.cycles_total for layer in layers if layer.source_operator in ("Slice", "Transpose"))
+        graph = {"x": leaf("x"), "pre": unary("tosa.CLAMP.default#1", "x"), "s": Term("Slice", ("pre",), ((0,) * len(wide), tuple(shape))), "t": Term("Transpose", ("s",), (tuple(perm),))}
+        types = {"x": wide, "pre": wide, "s": shape, "t": [shape[p] for p in perm]}
+        type_of = lambda value: TensorType(tuple(types[value]), "torch.int8")  # noqa: E731
+        costs = value_costs(graph, ["t"], type_of, model)
+        assert costs["t"] == 0
+        errors.append(abs(costs["s"] - vela) / vela)
+        plain_errors.append(abs(model.memory_copy(type_of("s")) - vela) / vela)
+    assert max(errors) < 0.35
+    assert sum(errors) / len(errors) < 0.20
+    assert sum(errors) < sum(plain_errors)
+
+
+@pytest.mark.parametrize("target", ["ethos-u55-128", "ethos-u85-256"])
+def test_an_int32_reshape_behind_an_int32_slice_is_not_removed_as_vela_does(target):
+    """CONV2D (int32) -> SLICE -> RESHAPE -> RESCALE, as in conformer-block: Vela runs the RESCALE alone (and on Ethos-U55
+    copies the slice); the reshape is not one removed between an accumulating op and its RESCALE."""
+    from eqsat.calibration.graphs import _bias, _weights
+
+    g = _Graph()
+    wide, half, flat = [1, 1, 32, 64], [1, 1, 32, 32], [1, 32, 32]
+    x = g.input([1, 1, 32, 32], "int8")
+    inputs = [x, g.const([64, 1, 1, 32], "int8", _weights([64, 1, 1, 32])), g.const([64], "int32", _bias(64)), g.const([1], "int8", [0]), g.const([1], "int8", [0])]
+    attribute = _attr("Conv2dAttribute", pad=[0, 0, 0, 0], stride=[1, 1], dilation=[1, 1], local_bound=False, acc_type=ts.DType.INT32)
+    acc = g.op("p", ts.Op.CONV2D, inputs, wide, "int32", attribute)
+    s = g.op("s", ts.Op.SLICE, [acc, g.shape_const([0, 0, 0, 32]), g.shape_const(half)], half, "int32", _attr("SliceAttribute"))
+    r = g.op("r", ts.Op.RESHAPE, [s, g.shape_const(flat)], flat, "int32", _attr("ReshapeAttribute"))
+    g.output(_rescale(g, "out", r, flat, "int32", "int8", "mul_out", channels=32))
+    layers = estimate(g.tosa.serialize(), target).layers
+    standalone_rescale = sum(layer.cycles_total for layer in layers if layer.source_operator == "Rescale")
+    graph = {"x": leaf("x"), "w": leaf("w"), "p": Term("Opaque", ("x", "w"), ("tosa.CONV2D.default#1",))}
+    graph |= {"s": Term("Slice", ("p",), ((0, 0, 0, 32), tuple(half))), "r": Term("Reshape", ("s",), (tuple(flat),))}
+    graph["out"] = Term("Rescale", ("r",), ("torch.int8", (3,) * 32, (30,) * 32, 0, 0, ""))
+    types = {"x": TensorType((1, 1, 32, 32), "torch.int8"), "p": TensorType(tuple(wide), "torch.int32"), "s": TensorType(tuple(half), "torch.int32"),
+             "r": TensorType(tuple(flat), "torch.int32"), "out": TensorType(tuple(flat), "torch.int8")}
+    assert standalone_rescale > 0
+    assert removed_accumulator_reshapes(graph, ["out"], types.get) == []
+    assert value_costs(graph, ["out"], types.get, VelaCalibratedCost(target))["r"] > 0
+
+
+CONCAT_INPUTS = {
+    "conv": "a 1x1 CONV2D with its output RESCALE",
+    "shared-conv": "a CONV2D whose output is also returned",
+    "input": "a graph input",
+    "rescale": "an int8 RESCALE",
+    "transpose": "a TRANSPOSE",
+    "slice": "a SLICE",
+    "reshape": "a RESHAPE of a CLAMP",
+}
+
+
+def _concat_input(g: _Graph, graph: dict, roots: list, kind: str, i: int) -> str:
+    """One (1, 8, 8, 16) input of a concat, in TOSA and as terms (graph[f"in{i}"])."""
+    from eqsat.calibration.graphs import _conv
+
+    shape = [1, 8, 8, 16]
+    if kind in ("conv", "shared-conv"):
+        y, _ = _conv(g, f"p{i}", g.input([1, 8, 8, 8], "int8"), {"h": 8, "w": 8, "cin": 8, "cout": 16, "k": 1, "stride": 1})
+        graph[f"acc{i}"] = Term("Opaque", (f"x{i}", "w"), (f"tosa.CONV2D.default#{i}",))
+        graph[f"in{i}"] = Term("Rescale", (f"acc{i}",), ("torch.int8", (3,) * 16, (30,) * 16, 0, 0, str(i)))
+        if kind == "shared-conv":
+            g.output(y)
+            roots.append(f"in{i}")
+        return y
+    if kind == "input":
+        graph[f"in{i}"] = leaf(f"in{i}")
+        return g.input(shape, "int8")
+    if kind == "rescale":
+        graph[f"in{i}"] = Term("Rescale", (f"x{i}",), ("torch.int8", (3,), (30,), 3, -2, str(i)))
+        return _rescale(g, f"p{i}", g.input(shape, "int8"), shape, "int8", "int8", "requant", zero_points=(3, -2))
+    if kind == "transpose":
+        x = _clamp(g, f"c{i}", g.input([1, 16, 8, 8], "int8"), [1, 16, 8, 8], "int8")
+        graph[f"c{i}"] = unary(f"tosa.CLAMP.default#{i}", f"x{i}")
+        graph[f"in{i}"] = Term("Transpose", (f"c{i}",), ((0, 2, 3, 1),))
+        return g.op(f"p{i}", ts.Op.TRANSPOSE, [x], shape, "int8", _attr("TransposeAttribute", [0, 2, 3, 1]))
+    if kind == "reshape":
+        x = _clamp(g, f"c{i}", g.input([1, 8, 128], "int8"), [1, 8, 128], "int8")
+        graph[f"c{i}"] = unary(f"tosa.CLAMP.default#{i}", f"x{i}")
+        graph[f"in{i}"] = Term("Reshape", (f"c{i}",), (tuple(shape),))
+        return g.op(f"p{i}", ts.Op.RESHAPE, [x, g.shape_const(shape)], shape, "int8", _attr("ReshapeAttribute"))
+    x = _clamp(g, f"c{i}", g.input([1, 8, 8, 32], "int8"), [1, 8, 8, 32], "int8")
+    graph[f"c{i}"] = unary(f"tosa.CLAMP.default#{i}", f"x{i}")
+    graph[f"in{i}"] = Term("Slice", (f"c{i}",), ((0, 0, 0, 0), tuple(shape)))
+    return g.op(f"p{i}", ts.Op.SLICE, [x, g.shape_const([0] * 4), g.shape_const(shape)], shape, "int8", _attr("SliceAttribute"))
+
+
+@pytest.mark.parametrize("target", ["ethos-u55-128", "ethos-u85-256"])
+@pytest.mark.parametrize("first", sorted(CONCAT_INPUTS))
+def test_a_concat_copies_the_inputs_vela_cannot_write_in_place(target, first):
+    """CONCAT of (first, a conv) along the channels: Vela writes a convolution's or RESCALE's output in place; it copies
+    a graph input, a shared output, a TRANSPOSE's, a SLICE's or a RESHAPE's; the model charges one MemoryCopy per copied input."""
+    g, graph, roots = _Graph(), {"w": leaf("w"), **{f"x{i}": leaf(f"x{i}") for i in range(2)}}, ["cat"]
+    parts = [_concat_input(g, graph, roots, first, 0), _concat_input(g, graph, roots, "conv", 1)]
+    g.output(g.op("cat", ts.Op.CONCAT, parts, [1, 8, 8, 32], "int8", _attr("ConcatAttribute", 3)))
+    graph["cat"] = Term("Concat", ("in0", "in1"), (3,))
+    layers = estimate(g.tosa.serialize(), target).layers
+    copies = [layer for layer in layers if layer.operator == "MemoryCopy" and layer.name == layers[-1].name]
+    model = VelaCalibratedCost(target)
+    shapes = {"x0": {"transpose": [1, 16, 8, 8], "slice": [1, 8, 8, 32], "reshape": [1, 8, 128]}.get(first, [1, 8, 8, 8]), "x1": [1, 8, 8, 8], "c0": {"transpose": [1, 16, 8, 8], "reshape": [1, 8, 128]}.get(first, [1, 8, 8, 32]), "cat": [1, 8, 8, 32]}
+    type_of = lambda value: TensorType(tuple(shapes.get(value, [1, 8, 8, 16])), "torch.int32" if value.startswith("acc") else "torch.int8")  # noqa: E731
+    price = concat_prices(graph, roots, type_of, model)["cat"]
+    assert price == pytest.approx(len(copies) * model.memory_copy(TensorType((1, 8, 8, 16), "torch.int8")))
+    assert len(copies) == (0 if first in ("conv", "rescale") else 1)
+
+
+@pytest.mark.parametrize("target", ["ethos-u55-128", "ethos-u85-256"])
+def test_a_batched_concat_is_priced_as_the_per_index_copies_vela_runs(target):
+    """band-split-frontend's shifted concat, (1, 48, 2, 7, 8) + (1, 48, 2, 1, 8) along axis 3 (not in the calibration
+    grid): 48 copies of each input's HWC block, priced by the batched-copy family within 20% of Vela."""
+    g, shapes = _Graph(), [[1, 48, 2, 7, 8], [1, 48, 2, 1, 8]]
+    g.output(g.op("cat", ts.Op.CONCAT, [g.input(shape, "int8") for shape in shapes], [1, 48, 2, 8, 8], "int8", _attr("ConcatAttribute", 3)))
+    copies = [layer for layer in estimate(g.tosa.serialize(), target).layers if layer.operator == "MemoryCopy"]
+    model = VelaCalibratedCost(target)
+    term, types = Term("Concat", ("a", "b"), (3,)), [TensorType(tuple(shape), "torch.int8") for shape in shapes]
+    assert len(copies) == 96
+    assert model.cost(term, TensorType((1, 48, 2, 8, 8), "torch.int8"), types) == pytest.approx(sum(layer.cycles_total for layer in copies), rel=0.2)

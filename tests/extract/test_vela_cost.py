@@ -122,14 +122,16 @@ def test_a_batched_slice_pays_one_copy_per_leading_index(model):
     term = Term("Slice", (0,), ((0, 0, 0, 0), (256, 1, 1, 32)))
     batched = model.cost(term, tt([256, 1, 1, 32]), [tt([256, 1, 1, 96])])
     flat = model.cost(Term("Slice", (0,), ((0, 0, 0), (1, 256, 32))), tt([1, 256, 32]), [tt([1, 256, 96])])
-    assert batched >= 256 * model.memory_copy(tt([1, 1, 32])) > 10 * flat
+    assert batched >= model.batched_copies(tt([256, 1, 1, 32])) > 10 * flat
 
 
 def test_a_batched_concat_pays_one_copy_per_leading_index_of_each_input(model):
     parts = [tt([1, 48, 2, 3, 8]), tt([1, 48, 2, 3, 16])]
     batched = model.cost(Term("Concat", (0, 1), (4,)), tt([1, 48, 2, 3, 24]), parts)
     flat = model.cost(Term("Concat", (0, 1), (3,)), tt([1, 96, 3, 24]), [tt([1, 96, 3, 8]), tt([1, 96, 3, 16])])
-    assert batched == pytest.approx(48 * model.memory_copy(tt([2, 3, 8])) + 48 * model.memory_copy(tt([2, 3, 16])))
+    assert batched == pytest.approx(model.batched_copies(parts[0]) + model.batched_copies(parts[1]))
+    assert model.batched_copies(parts[0]) == model.batched_copies(tt([48, 2, 3, 8]))  # 48 copies of a (2, 3, 8) block either way
+    assert model.batched_copies(tt([1, 1, 2, 3, 8])) == model.memory_copy(tt([1, 1, 2, 3, 8]))  # not batched: one plain copy
     assert batched > 2 * flat
 
 
