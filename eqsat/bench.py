@@ -49,7 +49,13 @@ def load_builder(spec: str):
             raise ModelSpecError(f"{spec}: no file {path}")
         loader = importlib.util.spec_from_file_location(path.stem, path)
         module = importlib.util.module_from_spec(loader)
-        loader.loader.exec_module(module)
+        sys.path.insert(0, str(path.resolve().parent))  # its neighbours import as when it runs as a script
+        try:
+            loader.loader.exec_module(module)
+        except ImportError as error:
+            raise ModelSpecError(f"{spec}: {path}: {error}") from None
+        finally:
+            sys.path.remove(str(path.resolve().parent))
     else:
         try:
             module = importlib.import_module(where)

@@ -3,6 +3,7 @@
 import json
 import re
 import subprocess
+import sys
 
 import pytest
 import torch
@@ -94,6 +95,17 @@ def test_a_builder_spec_names_a_file_or_a_module_and_a_function(tmp_path):
     ]:
         with pytest.raises(bench.ModelSpecError, match=re.escape(message)):
             bench.build(spec)
+
+
+def test_a_model_file_imports_its_neighbours_and_a_failed_import_is_one_line(tmp_path):
+    (tmp_path / "blocks.py").write_text("import torch\nBlock = torch.nn.Tanh\n")
+    (tmp_path / "model.py").write_text("import torch\nfrom blocks import Block\ndef build():\n    return Block(), (torch.zeros(2),)\n")
+    (tmp_path / "broken.py").write_text("import no_such_package_here\ndef build():\n    pass\n")
+    module, _ = bench.build(f"{tmp_path / 'model.py'}:build")
+    assert isinstance(module, torch.nn.Tanh)
+    with pytest.raises(bench.ModelSpecError, match=re.escape("No module named 'no_such_package_here'")):
+        bench.build(f"{tmp_path / 'broken.py'}:build")
+    assert str(tmp_path) not in sys.path
 
 
 def test_eqsat_bench_refuses_a_bad_spec_in_one_line(capsys):
