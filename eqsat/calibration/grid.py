@@ -197,6 +197,12 @@ def _grid(target: str, split: str, scale: float) -> list[Sample]:
         base = [1, batch, rng.choice((1, 2, 4)), rng.choice((1, 2, 4, 8)), rng.choice((4, 8, 16, 24, 32))]
         shapes = [base[:axis] + [rng.choice((1, 2, 3, 5, 7, 8))] + base[axis + 1 :] for _ in range(rng.choice((2, 2, 3)))]
         add("batched_concat", shapes=shapes, axis=axis)
+    if vela_cost.target_family(target) == "u85":
+        for _ in range(n(40)):  # few positions, input depths across Ethos-U85's weight-decoding steps (vela_cost.depth_units)
+            k = rng.choice((1, 1, 1, 3))
+            h, w = rng.choice(((1, 1), (1, 2), (1, 4), (1, 8), (1, 16), (2, 2), (4, 4), (4, 8), (8, 8)))
+            cin, cout = rng.choice((3, 8, 12, 16, 20, 24, 32, 40, 48, 64, 96, 128, 192)), rng.choice((8, 10, 16, 24, 32, 48, 64, 96))
+            add("conv2d", h=max(h, k), w=max(w, k), cin=cin, cout=cout, k=k, stride=1)
     return samples
 
 
