@@ -62,9 +62,9 @@ FORMS = {
     # Ethos-U85 copying a slice and writing it transposed in the same pass.
     "slice_transpose": ("one", "moved", "padded_in", "padded_out", "rows_in", "rows_out"),
     "conv2d": ("one", "macs", "elements", "in_elements", "weights"),
-    # Ethos-U85: MACs over the input depth padded to its weight-decoding steps, and those steps
-    # (vela_cost.depth_units), 1x1 kernels apart from larger ones.
-    "u85:conv2d": ("one", "unit_macs", "elements", "in_elements", "weights", "weight_units_1x1", "weight_units_kxk"),
+    # Ethos-U85: weight-decoding steps (vela_cost.depth_units), 1x1 kernels apart from larger ones, and
+    # those steps at every output position.
+    "u85:conv2d": ("one", "unit_macs", "elements", "in_elements", "weight_units_1x1", "weight_units_kxk"),
     "depthwise_conv2d": ("one", "macs", "elements", "in_elements", "weights"),
     "matmul": ("one", "macs", "elements", "in_elements"),
     "avg_pool2d": ("one", "elements", "in_elements", "in_elements_global"),
