@@ -209,6 +209,8 @@ def _grid(target: str, split: str, scale: float) -> list[Sample]:
             h, w = rng.choice(((1, 1), (1, 2), (1, 4), (1, 8), (1, 16), (2, 2), (4, 4), (4, 8), (8, 8)))
             cin, cout = rng.choice((3, 8, 12, 16, 20, 24, 32, 40, 48, 64, 96, 128, 192)), rng.choice((8, 10, 16, 24, 32, 48, 64, 96))
             add("conv2d", h=max(h, k), w=max(w, k), cin=cin, cout=cout, k=k, stride=1)
+        for _ in range(n(12)):  # channel counts between Ethos-U85's depthwise channel groups (vela_cost.DEPTHWISE_CHANNEL_GROUP)
+            add("depthwise_conv2d", h=rng.choice((8, 16, 32, 48)), w=rng.choice((8, 16, 32, 48)), c=rng.choice((4, 12, 20, 24, 40, 48, 96)), k=rng.choice((3, 3, 5)), stride=rng.choice((1, 2)))
     return samples
 
 

@@ -340,6 +340,43 @@ def test_a_sum_over_the_channels_is_priced_near_vela_on_ethos_u85(shape):
     assert abs(priced - vela) <= 0.30 * vela, (priced, vela)
 
 
+def test_ethos_u85_runs_depthwise_channels_in_groups_of_16():
+    """A 3x3 depthwise convolution over 32x32 positions: 8 and 16 channels cost about the same in Vela, 17 twice
+    as much; the model follows (it priced 8 channels at half of 16, and 17 about as 16)."""
+    from eqsat.calibration.fit import sample_config
+    from eqsat.calibration.graphs import Sample
+
+    target = "ethos-u85-256"
+    samples = [Sample("depthwise_conv2d", {"h": 32, "w": 32, "c": c, "k": 3, "stride": 1}) for c in (8, 16, 17)]
+    assert [vela_sample(s.kind, target, **s.params).cycles_total for s in samples] == [7317, 7522, 14536]
+    eight, sixteen, seventeen = (VelaCalibratedCost(target).cost_of(sample_config(s, target)) for s in samples)
+    assert sixteen < 1.1 * eight and seventeen > 1.5 * sixteen
+
+
+DEPTHWISE_U85 = [
+    dict(h=24, w=24, c=8, k=3, stride=1),
+    dict(h=24, w=24, c=24, k=3, stride=1),
+    dict(h=40, w=40, c=16, k=3, stride=2),
+    dict(h=12, w=20, c=56, k=3, stride=1),
+    dict(h=20, w=20, c=32, k=5, stride=1),
+    dict(h=56, w=56, c=16, k=3, stride=1),
+    dict(h=28, w=28, c=64, k=3, stride=2),
+]
+"""Depthwise convolutions of shapes the calibration grid does not hold. Measured with the committed calibration:
+27% low to 11% high, mean 11% (before the channel groups: 32% low to 58% high, mean 24%)."""
+
+
+@pytest.mark.parametrize("params", DEPTHWISE_U85, ids=lambda p: f"{p['h']}x{p['w']}x{p['c']}k{p['k']}s{p['stride']}")
+def test_a_depthwise_convolution_is_priced_near_vela_on_ethos_u85(params):
+    from eqsat.calibration.fit import sample_config
+    from eqsat.calibration.graphs import Sample
+
+    target = "ethos-u85-256"
+    vela = vela_sample("depthwise_conv2d", target, **params).cycles_total
+    priced = VelaCalibratedCost(target).cost_of(sample_config(Sample("depthwise_conv2d", params), target))
+    assert abs(priced - vela) <= 0.30 * vela, (priced, vela)
+
+
 def _mul(shape) -> tuple[Term, TensorType, list[TensorType]]:
     return Term("Elementwise", (0, 1), ("tosa.MUL.default#0",)), tt(shape, "int32"), [tt(shape, "int32")] * 2
 
