@@ -62,7 +62,12 @@ FORMS = {
     # Ethos-U85 copying a slice and writing it transposed in the same pass.
     "slice_transpose": ("one", "moved", "padded_in", "padded_out", "rows_in", "rows_out"),
     "conv2d": ("one", "macs", "elements", "in_elements", "weights"),
+    # Ethos-U85: weight-decoding steps (vela_cost.depth_units), 1x1 kernels apart from larger ones, and
+    # those steps at every output position.
+    "u85:conv2d": ("one", "unit_macs", "elements", "in_elements", "weight_units_1x1", "weight_units_kxk"),
     "depthwise_conv2d": ("one", "macs", "elements", "in_elements", "weights"),
+    # Ethos-U85: channels in groups of 16 (vela_cost.DEPTHWISE_CHANNEL_GROUP).
+    "u85:depthwise_conv2d": ("one", "channel_group_macs", "channel_group_elements", "in_elements", "weights"),
     "matmul": ("one", "macs", "elements", "in_elements"),
     "avg_pool2d": ("one", "elements", "in_elements", "in_elements_global"),
     "max_pool2d": ("one", "elements", "in_elements", "in_elements_global"),

@@ -22,7 +22,9 @@ sample cache and in the calibration file's grid digest.
   - single ops: `transpose`, `concat`, `batched_concat` (5-D, copied per leading index), `slice`, `rescale` (int8<->int32,
     int16, per tensor and per channel), `binary` (int32 ADD/SUB/MUL), `clamp`,
     `table`, and the opaque compute ops that the rules never rewrite
-    (`conv2d`, `depthwise_conv2d`, `matmul`, pools, reductions, `resize`);
+    (`conv2d`, `depthwise_conv2d`, `matmul`, pools, reductions, `resize`; a
+    `reduce_sum` with `source="int8"` reads an int8 tensor rescaled to int32,
+    as the Arm backend lowers a sum);
   - contexts: `ctx_slice` (a slice in front of a conv, an add, a clamp, a
     transpose or a concat), `ctx_concat` (convs feeding a concat),
     `ctx_reshape`, `ctx_transpose_conv`, `ctx_slice_transpose` (a slice
@@ -345,7 +347,9 @@ def _build_sample(g: _Graph, sample: Sample) -> None:
     elif kind in ("reduce_sum", "reduce_max"):
         dtype = "int32" if kind == "reduce_sum" else "int8"
         out_shape = reduce.output_shape(p["shape"], p["axis"])
-        x = g.input(p["shape"], dtype)
+        x = g.input(p["shape"], p.get("source", dtype))
+        if p.get("source") == "int8":
+            x = _rescale(g, "op", x, p["shape"], "int8", "int32", "unit", zero_points=(-26, 0))
         if kind == "reduce_sum":
             s = g.op("op", ts.Op.REDUCE_SUM, [x], out_shape, "int32", _attr("ReduceSumAttribute", p["axis"]))
             g.output(_rescale(g, "op", s, out_shape, "int32", "int8", "mul_out"))

@@ -146,7 +146,13 @@ def _grid(target: str, split: str, scale: float) -> list[Sample]:
             shape = _nhwc(rng, high=65536)
             if i % 3 == 0:  # softmax over the last axis of a batch of attention heads
                 shape = [rng.choice((2, 4)), rng.choice((1, 4)), rng.choice((16, 32, 64)), rng.choice((16, 32, 64))]
-            add(kind, shape=shape, axis=rng.choice((1, 2, 3, 3)))
+            axis = rng.choice((1, 2, 3, 3))
+            if kind == "reduce_sum" and vela_cost.target_family(target) == "u85":
+                # Ethos-U85 reads the int8 tensor a sum's input RESCALE widens (the rescale becomes a SUB of the
+                # zero point after it): a (1, 1, 64, 32) last-axis sum costs 252 cycles so, 652 over an int32 input
+                add(kind, shape=shape, axis=axis, source="int8")
+            else:
+                add(kind, shape=shape, axis=axis)
     for _ in range(n(6)):
         add("resize", shape=_nhwc(rng, high=8192))
     for _ in range(n(48)):  # transposes that write a small innermost dimension (1-8): memory-bound on both generations
@@ -197,6 +203,14 @@ def _grid(target: str, split: str, scale: float) -> list[Sample]:
         base = [1, batch, rng.choice((1, 2, 4)), rng.choice((1, 2, 4, 8)), rng.choice((4, 8, 16, 24, 32))]
         shapes = [base[:axis] + [rng.choice((1, 2, 3, 5, 7, 8))] + base[axis + 1 :] for _ in range(rng.choice((2, 2, 3)))]
         add("batched_concat", shapes=shapes, axis=axis)
+    if vela_cost.target_family(target) == "u85":
+        for _ in range(n(40)):  # few positions, input depths across Ethos-U85's weight-decoding steps (vela_cost.depth_units)
+            k = rng.choice((1, 1, 1, 3))
+            h, w = rng.choice(((1, 1), (1, 2), (1, 4), (1, 8), (1, 16), (2, 2), (4, 4), (4, 8), (8, 8)))
+            cin, cout = rng.choice((3, 8, 12, 16, 20, 24, 32, 40, 48, 64, 96, 128, 192)), rng.choice((8, 10, 16, 24, 32, 48, 64, 96))
+            add("conv2d", h=max(h, k), w=max(w, k), cin=cin, cout=cout, k=k, stride=1)
+        for _ in range(n(12)):  # channel counts between Ethos-U85's depthwise channel groups (vela_cost.DEPTHWISE_CHANNEL_GROUP)
+            add("depthwise_conv2d", h=rng.choice((8, 16, 32, 48)), w=rng.choice((8, 16, 32, 48)), c=rng.choice((4, 12, 20, 24, 40, 48, 96)), k=rng.choice((3, 3, 5)), stride=rng.choice((1, 2)))
     return samples
 
 

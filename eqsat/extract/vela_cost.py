@@ -101,7 +101,11 @@ What each op costs
   window is the whole map), REDUCE_SUM/REDUCE_MAX (elements, and whether the
   channels are reduced), RESIZE (elements). A convolution with a stride
   above 3 runs as one convolution per output position along that axis
-  (`stride_splits`), each with its fixed cost and its weights. These are
+  (`stride_splits`), each with its fixed cost and its weights. On Ethos-U85
+  a CONV2D is also priced by its weight-decoding steps (`depth_units`): a
+  fully connected layer over 17-32 channels costs three times one over 64;
+  a DEPTHWISE_CONV2D by its channels in groups of 16.
+  These are
   proxies: Vela's convolution cost depends on block configurations and
   weight streaming that a linear model only approximates (about ±20% per
   op).
@@ -448,6 +452,51 @@ def _conv_features(out: TensorType | None, args: list[TensorType | None], macs_p
     }
 
 
+def depth_units(in_channels: int, one_by_one: bool) -> int:
+    """The input-depth steps Ethos-U85 decodes a convolution's weights in, per output channel and kernel
+    position: a 1x1 kernel over more than 32 channels in steps of 64 channels, other convolutions in steps of 8
+    channels up to 8 and of 16 channels (two steps of 8) above. Measured with Vela on ethos-u85-256: a fully
+    connected layer to 64 channels costs 412-413 NPU cycles from 1 to 8 and from 33 to 64 input channels,
+    732 from 9 to 16, 1374 from 17 to 32, 734 from 72 to 128 and 1054 at 192; a 3x3 convolution over 3x3
+    positions to 16 channels costs 326 at 8, 561 at 16, 1055 at 24 and 32, 1535 at 40 and 48, and 480 more
+    per further 16."""
+    if one_by_one and in_channels > 32:
+        return math.ceil(in_channels / 64)
+    return 1 if in_channels <= 8 else 2 * math.ceil(in_channels / 16)
+
+
+def _weight_unit_features(out: TensorType | None, kernel: tuple[int, int], in_channels: int, splits: int) -> dict[str, float]:
+    """A convolution's weight-decoding work on Ethos-U85 (`depth_units`): output channels in groups of 8
+    times depth steps times kernel positions, apart for 1x1 kernels (a fully connected layer is bound by it)
+    and larger ones; and its MAC steps, that work at every output position. A depth step takes about the same
+    time whatever its depth: a 1x1 convolution to 32 channels over 16x16 positions costs 5056 cycles from 32
+    input channels (4 steps) and 3008 from 64 (1 step)."""
+    if out is None or not out.shape:
+        return {}
+    one_by_one = kernel == (1, 1)
+    groups = math.ceil(out.shape[-1] / 8)
+    weight_units = float(groups * depth_units(in_channels, one_by_one) * kernel[0] * kernel[1])
+    positions = elements(out) // out.shape[-1]
+    return {
+        "weight_units_1x1": weight_units * splits if one_by_one else 0.0,
+        "weight_units_kxk": 0.0 if one_by_one else weight_units * splits,
+        "unit_macs": float(positions) * weight_units,
+    }
+
+
+DEPTHWISE_CHANNEL_GROUP = 16
+"""Ethos-U85 runs a depthwise convolution's channels in groups of 16: a 3x3 one over 32x32 positions costs
+6954-7846 NPU cycles from 4 to 16 channels, 14536 from 17 to 32 and 20680 at 48 (Vela, ethos-u85-256)."""
+
+
+def _channel_group_features(out: TensorType | None, kernel_positions: int) -> dict[str, float]:
+    """A depthwise convolution's output elements and MACs with its channels rounded up to whole groups."""
+    if out is None or not out.shape:
+        return {}
+    grouped = float(elements(out) // out.shape[-1] * _ceil_to(out.shape[-1], DEPTHWISE_CHANNEL_GROUP))
+    return {"channel_group_elements": grouped, "channel_group_macs": grouped * kernel_positions}
+
+
 def short_op_name(name: str) -> str:
     """'CONV2D' for 'tosa.CONV2D.default', 'convolution' for 'aten.convolution.default'."""
     return name.split(".")[1] if name.count(".") >= 2 else name
@@ -457,16 +506,22 @@ def _opaque_config(name: str, out: TensorType | None, args: list[TensorType | No
     op = short_op_name(name)
     weight = args[1] if len(args) > 1 else None
     if op == "CONV2D" and weight is not None and len(weight.shape) == 4:  # OHWI
-        splits = stride_splits(args[0], (weight.shape[1], weight.shape[2]), out)
-        return OpConfig("conv2d", _conv_features(out, args, math.prod(weight.shape[1:]), splits))
+        kernel = (weight.shape[1], weight.shape[2])
+        splits = stride_splits(args[0], kernel, out)
+        features = _conv_features(out, args, math.prod(weight.shape[1:]), splits)
+        return OpConfig("conv2d", features | _weight_unit_features(out, kernel, weight.shape[3], splits))
     if op == "DEPTHWISE_CONV2D" and weight is not None and len(weight.shape) == 4:  # HWCM
         splits = stride_splits(args[0], (weight.shape[0], weight.shape[1]), out)
-        return OpConfig("depthwise_conv2d", _conv_features(out, args, weight.shape[0] * weight.shape[1], splits))
+        features = _conv_features(out, args, weight.shape[0] * weight.shape[1], splits)
+        return OpConfig("depthwise_conv2d", features | _channel_group_features(out, weight.shape[0] * weight.shape[1]))
     if op == "MATMUL" and args and args[0] is not None:
         return OpConfig("matmul", _conv_features(out, args, args[0].shape[-1]))
     if op == "convolution" and weight is not None and len(weight.shape) == 4:  # aten: O, I/groups, KH, KW
-        family = "depthwise_conv2d" if weight.shape[1] == 1 and weight.shape[0] > 1 else "conv2d"
-        return OpConfig(family, _conv_features(out, args, math.prod(weight.shape[1:])))
+        if weight.shape[1] == 1 and weight.shape[0] > 1:
+            features = _conv_features(out, args, math.prod(weight.shape[1:]))
+            return OpConfig("depthwise_conv2d", features | _channel_group_features(out, weight.shape[2] * weight.shape[3]))
+        features = _conv_features(out, args, math.prod(weight.shape[1:]))
+        return OpConfig("conv2d", features | _weight_unit_features(out, (weight.shape[2], weight.shape[3]), weight.shape[1], 1))
     if op in PROXY_OPS:
         x = args[0] if args else None
         n_in = float(elements(x))

@@ -251,9 +251,10 @@ def vela_sample(kind, target, **params):
 
 FULLY_CONNECTED = [dict(h=1, w=1, cin=320, cout=128, k=1, stride=1), dict(h=1, w=4, cin=128, cout=224, k=1, stride=1), dict(h=1, w=2, cin=48, cout=512, k=1, stride=1)]
 """Fully connected layers (1x1 convolutions over few positions) of shapes the calibration grid does not hold."""
-FULLY_CONNECTED_TOLERANCE = {"ethos-u55-128": 0.15, "ethos-u85-256": 0.30}
+FULLY_CONNECTED_TOLERANCE = {"ethos-u55-128": 0.15, "ethos-u85-256": 0.15}
 """Measured with the committed calibration: at most 11.7% off on Ethos-U55 (flash-bound, 6x its NPU cycles;
-the old single access model was 60% low there) and 24% on Ethos-U85 (NPU-bound, the linear conv proxy)."""
+the old single access model was 60% low there) and 7% on Ethos-U85 (NPU-bound; 22% before the weight-decoding
+steps were priced)."""
 
 
 @pytest.mark.parametrize("target", TARGETS)
@@ -266,6 +267,114 @@ def test_a_weight_bound_fully_connected_layer_is_priced_near_vela(target, params
     vela = vela_sample("conv2d", target, **params).cycles_total
     priced = VelaCalibratedCost(target).cost_of(sample_config(Sample("conv2d", params), target))
     assert abs(priced - vela) <= FULLY_CONNECTED_TOLERANCE[target] * vela, (priced, vela)
+
+
+@pytest.mark.parametrize("in_channels, units, cycles", [(8, 1, 413), (16, 2, 732), (24, 4, 1374), (32, 4, 1374), (48, 1, 413), (128, 2, 734)])
+def test_ethos_u85_decodes_a_fully_connected_layers_weights_in_depth_steps(in_channels, units, cycles):
+    """A 1x1 convolution to 64 channels at one position: Vela's cycles follow `depth_units`, not the weights
+    (over 32 channels it costs three times what it costs over 48)."""
+    from eqsat.extract.vela_cost import depth_units
+
+    assert depth_units(in_channels, one_by_one=True) == units
+    assert vela_sample("conv2d", "ethos-u85-256", h=1, w=1, cin=in_channels, cout=64, k=1, stride=1).cycles_total == cycles
+
+
+def test_depth_units_of_larger_kernels_step_by_16_channels_above_8():
+    """Measured on a 3x3 convolution over 3x3 positions to 16 channels: 326 cycles at 8 input channels, 561 at
+    16, 1055 at 24 and 32, 1535 at 40 and 48 (480 per step of 16)."""
+    from eqsat.extract.vela_cost import depth_units
+
+    assert [depth_units(c, one_by_one=False) for c in (8, 16, 24, 32, 40, 48, 64)] == [1, 2, 4, 4, 6, 6, 8]
+
+
+FEW_CHANNELS_U85 = [
+    dict(h=1, w=1, cin=28, cout=40, k=1, stride=1),
+    dict(h=1, w=1, cin=56, cout=40, k=1, stride=1),
+    dict(h=1, w=2, cin=12, cout=72, k=1, stride=1),
+    dict(h=1, w=3, cin=24, cout=20, k=1, stride=1),
+    dict(h=2, w=6, cin=36, cout=56, k=3, stride=1),
+    dict(h=6, w=6, cin=20, cout=24, k=3, stride=1),
+]
+"""Convolutions over few positions and input depths between the weight-decoding steps, of shapes the calibration
+grid does not hold. Measured with the committed calibration: 1-5% off Vela for the 1x1 ones, 3% and 25% low for
+the 3x3 ones (the linear conv proxy before the steps were priced: up to 75% low, and it priced 28 -> 40 channels
+below 56 -> 40)."""
+
+
+def test_convolutions_over_few_positions_are_priced_near_vela_on_ethos_u85():
+    from eqsat.calibration.fit import sample_config
+    from eqsat.calibration.graphs import Sample
+
+    target = "ethos-u85-256"
+    model = VelaCalibratedCost(target)
+    vela = [vela_sample("conv2d", target, **p).cycles_total for p in FEW_CHANNELS_U85]
+    priced = [model.cost_of(sample_config(Sample("conv2d", p), target)) for p in FEW_CHANNELS_U85]
+    for params, v, c in zip(FEW_CHANNELS_U85, vela, priced):
+        assert abs(c - v) <= 0.30 * v, (params, c, v)
+    assert vela[0] > 2 * vela[1] and priced[0] > 2 * priced[1]  # 28 input channels cost more than 56
+
+
+def test_ethos_u85_sums_the_int8_tensor_a_reduce_sums_input_rescale_widens():
+    """The Arm backend lowers a sum as RESCALE int8 -> int32, REDUCE_SUM: Ethos-U85 reads the int8 tensor (the
+    rescale's zero point becomes a SUB after the sum) and costs less than half a sum of an int32 input."""
+    rescaled = vela_sample("reduce_sum", "ethos-u85-256", shape=[1, 1, 64, 32], axis=3, source="int8")
+    plain = vela_sample("reduce_sum", "ethos-u85-256", shape=[1, 1, 64, 32], axis=3)
+    assert (rescaled.cycles_total, plain.cycles_total) == (252, 652)
+    assert [layer.operator for layer in rescaled.layers] == ["ReduceSum", "Sub"]
+
+
+LAST_AXIS_SUMS = [[1, 1, 64, 16], [1, 1, 24, 40], [1, 2, 32, 48], [1, 1, 12, 64], [3, 1, 16, 24], [1, 1, 100, 8]]
+"""Sums over the channels of shapes the calibration grid does not hold, as the layer norms and softmaxes of
+the zoo have them. Measured with the committed calibration: 3-25% over Vela (118-190% over when the U85 fit
+measured sums of int32 inputs)."""
+
+
+@pytest.mark.parametrize("shape", LAST_AXIS_SUMS, ids=str)
+def test_a_sum_over_the_channels_is_priced_near_vela_on_ethos_u85(shape):
+    from eqsat.calibration.fit import sample_config
+    from eqsat.calibration.graphs import Sample
+
+    sample = Sample("reduce_sum", {"shape": shape, "axis": 3, "source": "int8"})
+    vela = vela_sample("reduce_sum", "ethos-u85-256", **sample.params).cycles_total
+    priced = VelaCalibratedCost("ethos-u85-256").cost_of(sample_config(sample, "ethos-u85-256"))
+    assert abs(priced - vela) <= 0.30 * vela, (priced, vela)
+
+
+def test_ethos_u85_runs_depthwise_channels_in_groups_of_16():
+    """A 3x3 depthwise convolution over 32x32 positions: 8 and 16 channels cost about the same in Vela, 17 twice
+    as much; the model follows (it priced 8 channels at half of 16, and 17 about as 16)."""
+    from eqsat.calibration.fit import sample_config
+    from eqsat.calibration.graphs import Sample
+
+    target = "ethos-u85-256"
+    samples = [Sample("depthwise_conv2d", {"h": 32, "w": 32, "c": c, "k": 3, "stride": 1}) for c in (8, 16, 17)]
+    assert [vela_sample(s.kind, target, **s.params).cycles_total for s in samples] == [7317, 7522, 14536]
+    eight, sixteen, seventeen = (VelaCalibratedCost(target).cost_of(sample_config(s, target)) for s in samples)
+    assert sixteen < 1.1 * eight and seventeen > 1.5 * sixteen
+
+
+DEPTHWISE_U85 = [
+    dict(h=24, w=24, c=8, k=3, stride=1),
+    dict(h=24, w=24, c=24, k=3, stride=1),
+    dict(h=40, w=40, c=16, k=3, stride=2),
+    dict(h=12, w=20, c=56, k=3, stride=1),
+    dict(h=20, w=20, c=32, k=5, stride=1),
+    dict(h=56, w=56, c=16, k=3, stride=1),
+    dict(h=28, w=28, c=64, k=3, stride=2),
+]
+"""Depthwise convolutions of shapes the calibration grid does not hold. Measured with the committed calibration:
+27% low to 11% high, mean 11% (before the channel groups: 32% low to 58% high, mean 24%)."""
+
+
+@pytest.mark.parametrize("params", DEPTHWISE_U85, ids=lambda p: f"{p['h']}x{p['w']}x{p['c']}k{p['k']}s{p['stride']}")
+def test_a_depthwise_convolution_is_priced_near_vela_on_ethos_u85(params):
+    from eqsat.calibration.fit import sample_config
+    from eqsat.calibration.graphs import Sample
+
+    target = "ethos-u85-256"
+    vela = vela_sample("depthwise_conv2d", target, **params).cycles_total
+    priced = VelaCalibratedCost(target).cost_of(sample_config(Sample("depthwise_conv2d", params), target))
+    assert abs(priced - vela) <= 0.30 * vela, (priced, vela)
 
 
 def _mul(shape) -> tuple[Term, TensorType, list[TensorType]]:
