@@ -516,7 +516,9 @@ def concat_prices(
     MemoryCopy (unet-skip, Ethos-U55: a RESIZE written in place, the shared skip connection copied, 4480 cycles;
     the concat family's fit, 13932, averages over contexts). A batched output changes nothing for its unbatched
     inputs: eight (1, 1, 1, 16) RESCALE or CLAMP outputs stacked into (8, 1, 1, 16) are written in place, eight
-    RESHAPEs of them are 8 copies (emg-gru-gesture's stacked GRU states). A batched input (leading dimensions beyond
+    RESHAPEs of them are 8 copies (emg-gru-gesture's stacked GRU states). A RESCALE behind a RESHAPE is copied too, also
+    when Vela removes that reshape and fuses the RESCALE into the convolution in front of it (emg-branch-fusion, Ethos-U85:
+    (1, 1, 32, k) int32 -> (1, 32, k) -> RESCALE -> CONCAT, 337 and 370 cycles). A batched input (leading dimensions beyond
     HWC) is copied one leading index at a time whatever computes it (`batched_copies`): two (2, 4, 4, 16) CLAMP
     outputs concatenated along any axis are 4 copies. int32 concats keep the model's price."""
     readers = Counter(roots)
@@ -533,6 +535,7 @@ def concat_prices(
             and readers[value] == 1
             and value not in outputs
             and not vela_cost.is_batched(part)
+            and not (_is_rescale(term) and graph.get(term.args[0]) is not None and graph[term.args[0]].op == "Reshape")
         )
 
     prices = {}

@@ -733,6 +733,7 @@ CONCAT_INPUTS = {
     "transpose": "a TRANSPOSE",
     "slice": "a SLICE",
     "reshape": "a RESHAPE of a CLAMP",
+    "reshaped-conv": "a CONV2D whose int32 output is reshaped in front of its RESCALE",
 }
 
 
@@ -749,6 +750,17 @@ def _concat_input(g: _Graph, graph: dict, roots: list, kind: str, i: int) -> str
             g.output(y)
             roots.append(f"in{i}")
         return y
+    if kind == "reshaped-conv":
+        from eqsat.calibration.graphs import _bias, _weights
+
+        inputs = [g.input([1, 1, 64, 8], "int8"), g.const([16, 1, 1, 8], "int8", _weights([16, 1, 1, 8])), g.const([16], "int32", _bias(16)), g.const([1], "int8", [0]), g.const([1], "int8", [0])]
+        attribute = _attr("Conv2dAttribute", pad=[0, 0, 0, 0], stride=[1, 1], dilation=[1, 1], local_bound=False, acc_type=ts.DType.INT32)
+        acc = g.op(f"p{i}", ts.Op.CONV2D, inputs, [1, 1, 64, 16], "int32", attribute)
+        r = g.op(f"q{i}", ts.Op.RESHAPE, [acc, g.shape_const(shape)], shape, "int32", _attr("ReshapeAttribute"))
+        graph[f"acc{i}"] = Term("Opaque", (f"x{i}", "w"), (f"tosa.CONV2D.default#{i}",))
+        graph[f"wide{i}"] = Term("Reshape", (f"acc{i}",), (tuple(shape),))
+        graph[f"in{i}"] = Term("Rescale", (f"wide{i}",), ("torch.int8", (3,) * 16, (30,) * 16, 0, 0, str(i)))
+        return _rescale(g, f"p{i}", r, shape, "int32", "int8", "mul_out", channels=16)
     if kind == "input":
         graph[f"in{i}"] = leaf(f"in{i}")
         return g.input(shape, "int8")
@@ -783,8 +795,8 @@ def test_a_concat_copies_the_inputs_vela_cannot_write_in_place(target, first):
     layers = estimate(g.tosa.serialize(), target).layers
     copies = [layer for layer in layers if layer.operator == "MemoryCopy" and layer.name == layers[-1].name]
     model = VelaCalibratedCost(target)
-    shapes = {"x0": {"transpose": [1, 16, 8, 8], "slice": [1, 8, 8, 32], "reshape": [1, 8, 128]}.get(first, [1, 8, 8, 8]), "x1": [1, 8, 8, 8], "c0": {"transpose": [1, 16, 8, 8], "reshape": [1, 8, 128]}.get(first, [1, 8, 8, 32]), "cat": [1, 8, 8, 32]}
-    type_of = lambda value: TensorType(tuple(shapes.get(value, [1, 8, 8, 16])), "torch.int32" if value.startswith("acc") else "torch.int8")  # noqa: E731
+    shapes = {"x0": {"transpose": [1, 16, 8, 8], "slice": [1, 8, 8, 32], "reshape": [1, 8, 128], "reshaped-conv": [1, 1, 64, 8]}.get(first, [1, 8, 8, 8]), "x1": [1, 8, 8, 8], "c0": {"transpose": [1, 16, 8, 8], "reshape": [1, 8, 128]}.get(first, [1, 8, 8, 32]), "cat": [1, 8, 8, 32], "acc0": [1, 1, 64, 16] if first == "reshaped-conv" else [1, 8, 8, 16]}
+    type_of = lambda value: TensorType(tuple(shapes.get(value, [1, 8, 8, 16])), "torch.int32" if value.startswith(("acc", "wide")) else "torch.int8")  # noqa: E731
     price = concat_prices(graph, roots, type_of, model)["cat"]
     assert price == pytest.approx(len(copies) * model.memory_copy(TensorType((1, 8, 8, 16), "torch.int8")))
     assert len(copies) == (0 if first in ("conv", "rescale") else 1)
@@ -806,6 +818,17 @@ def test_a_batched_concat_is_priced_as_the_per_index_copies_vela_runs(target):
 def _stacked_part(g: _Graph, graph: dict, kind: str, shape: list[int], i: int) -> str:
     """One input of a concat, in TOSA and as terms (graph[f"in{i}"]): a RESCALE's or CLAMP's output, a graph input,
     or a RESHAPE of a RESCALE's output (rank 2 -> shape)."""
+    if kind == "reshaped-conv":
+        from eqsat.calibration.graphs import _bias, _weights
+
+        inputs = [g.input([1, 1, 64, 8], "int8"), g.const([16, 1, 1, 8], "int8", _weights([16, 1, 1, 8])), g.const([16], "int32", _bias(16)), g.const([1], "int8", [0]), g.const([1], "int8", [0])]
+        attribute = _attr("Conv2dAttribute", pad=[0, 0, 0, 0], stride=[1, 1], dilation=[1, 1], local_bound=False, acc_type=ts.DType.INT32)
+        acc = g.op(f"p{i}", ts.Op.CONV2D, inputs, [1, 1, 64, 16], "int32", attribute)
+        r = g.op(f"q{i}", ts.Op.RESHAPE, [acc, g.shape_const(shape)], shape, "int32", _attr("ReshapeAttribute"))
+        graph[f"acc{i}"] = Term("Opaque", (f"x{i}", "w"), (f"tosa.CONV2D.default#{i}",))
+        graph[f"wide{i}"] = Term("Reshape", (f"acc{i}",), (tuple(shape),))
+        graph[f"in{i}"] = Term("Rescale", (f"wide{i}",), ("torch.int8", (3,) * 16, (30,) * 16, 0, 0, str(i)))
+        return _rescale(g, f"p{i}", r, shape, "int32", "int8", "mul_out", channels=16)
     if kind == "input":
         graph[f"in{i}"] = leaf(f"in{i}")
         return g.input(shape, "int8")
