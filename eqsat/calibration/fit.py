@@ -59,6 +59,8 @@ FORMS = {
     # Ethos-U85: native passes whose cost follows brick-aligned reads and writes.
     "u85:transpose": ("one", "passes", "moved", "padded_in", "padded_out", "rows_in", "rows_out"),
     "concat": ("inputs", "elements", "rows"),
+    # a whole-tensor MemoryCopy: its rows, the 16-byte bricks it writes, and its height
+    "copy": ("one", "elements", "rows", "bricks", "height"),
     # Ethos-U85 copying a slice and writing it transposed in the same pass.
     "slice_transpose": ("one", "moved", "padded_in", "padded_out", "rows_in", "rows_out"),
     "conv2d": ("one", "macs", "elements", "in_elements", "weights"),
@@ -213,6 +215,9 @@ def observations(record: dict, target: str, measure: str = "npu") -> list[Observ
             Observation(config.family, config.features, float(roles.get("slice", 0)), key),
             Observation(f"context/slice-{p['consumer']}", {"one": 1.0}, float(roles.get("slice", 0)), key),
         ]
+    if kind == "concat_copy":  # two whole-tensor copies of one shape
+        features = {name: 2 * value for name, value in vela_cost.copy_features(_tt(p["shape"], p["dtype"])).items()}
+        return [Observation(f"copy/{p['dtype']}", features, total, key)]
     if kind == "batched_concat":  # per input, one copy of its HWC block per leading index
         blocks = [vela_cost.batched_copy_features(_tt(shape, "int8")) for shape in p["shapes"]]
         features = {name: sum(b[name] for b in blocks) for name in blocks[0]}

@@ -19,7 +19,8 @@ sample cache and in the calibration file's grid digest.
   flatbuffer as independent subgraphs whose tensors carry the prefix `s<i>_`.
   It also returns each sample's `Layout`: for each tensor, which op (role)
   writes it and which op reads it first. Kinds:
-  - single ops: `transpose`, `concat`, `batched_concat` (5-D, copied per leading index), `slice`, `rescale` (int8<->int32,
+  - single ops: `transpose`, `concat`, `concat_copy` (two graph inputs: one whole-tensor MemoryCopy each),
+    `batched_concat` (5-D, copied per leading index), `slice`, `rescale` (int8<->int32,
     int16, per tensor and per channel), `binary` (int32 ADD/SUB/MUL), `clamp`,
     `table`, and the opaque compute ops that the rules never rewrite
     (`conv2d`, `depthwise_conv2d`, `matmul`, pools, reductions, `resize`; a
@@ -287,6 +288,10 @@ def _build_sample(g: _Graph, sample: Sample) -> None:
         pre = _clamp(g, "pre", x, p["shape"], "int8")
         r = g.op("reshape", ts.Op.RESHAPE, [pre, g.shape_const(p["new_shape"])], p["new_shape"], "int8", _attr("ReshapeAttribute"))
         g.output(_clamp(g, "post", r, p["new_shape"], "int8"))
+    elif kind == "concat_copy":  # two graph inputs concatenated: Vela copies each into the output, one MemoryCopy each
+        xs = [g.input(p["shape"], p["dtype"]) for _ in range(2)]
+        out_shape = concat.output_shape([p["shape"]] * 2, p["axis"])
+        g.output(g.op("op", ts.Op.CONCAT, xs, out_shape, p["dtype"], _attr("ConcatAttribute", p["axis"])))
     elif kind == "batched_concat":  # inputs with leading dimensions beyond HWC: Vela copies each one leading index at a time
         xs = [g.input(shape, "int8") for shape in p["shapes"]]
         g.output(g.op("op", ts.Op.CONCAT, xs, concat.output_shape(p["shapes"], p["axis"]), "int8", _attr("ConcatAttribute", p["axis"])))

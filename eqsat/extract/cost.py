@@ -3,15 +3,18 @@
 Rules never mention cost; this file alone decides extraction.
 
 Per-node costs cannot see one context that matters: Vela 5.1 runs a RESHAPE
-as a MemoryCopy instead of removing it when something else reads its input,
-or when its output has several readers and one of them is another RESHAPE;
-a reshape that reads another reshape is never copied (the chain folds into
-its first). Measured on both targets with hand-built TOSA graphs (a reshape
-read by two CLAMPs, SLICEs or TRANSPOSEs is removed; read by a CLAMP and a
-RESHAPE it is copied), and on the zoo: on tds-conv1d (U55) exactly the 3 of
-14 reshapes this picks were copies, 10552 of 102464 NPU cycles; on
-conformer-block, emg-recurrent-decoder and shufflenet-v2 the reshapes read by
-several slices or transposes were not.
+as a MemoryCopy instead of removing it when something else reads its input
+(a graph output counts as a reader), whatever computes that input, another
+RESHAPE included. Measured on both targets with hand-built TOSA graphs: a
+reshape read by two CLAMPs, SLICEs or TRANSPOSEs is removed; a reshape whose
+output a CLAMP (or a SLICE) and k RESHAPEs read is k copies, one per reshape
+reader, also when that reshape reads another reshape (conformer-block, U85:
+a (1, 32, 12, 8) reshape read by two reshapes, 3608 + 3608 cycles). Not
+modelled: two chains of two reshapes that read one CLAMP are one copy, not
+two. On the zoo: on tds-conv1d (U55) exactly the 3 of 14 reshapes this picks
+were copies, 10552 of 102464 NPU cycles; on conformer-block,
+emg-recurrent-decoder and shufflenet-v2 the reshapes read by several slices
+or transposes were not.
 `reshape_copies` prices that on a whole graph: the original one, and the
 extracted one before the pass accepts it.
 
@@ -197,17 +200,7 @@ def copied_reshapes(graph: dict[Hashable, Term], roots: Iterable[Hashable]) -> l
     the graph outputs, each a reader of its value.
     """
     readers = reader_counts(graph, roots)
-    read_by_reshape = {term.args[0] for term in graph.values() if term.op == "Reshape"}
-
-    def copied(value: Hashable, term: Term) -> bool:
-        if term.op != "Reshape":
-            return False
-        source = graph.get(term.args[0])
-        if source is not None and source.op == "Reshape":  # a chain of reshapes is folded into its first
-            return False
-        return readers[term.args[0]] > 1 or (readers[value] > 1 and value in read_by_reshape)
-
-    return [value for value, term in graph.items() if copied(value, term)]
+    return [value for value, term in graph.items() if term.op == "Reshape" and readers[term.args[0]] > 1]
 
 
 def reshape_copies(
@@ -216,8 +209,9 @@ def reshape_copies(
     type_of: Callable[[Hashable], TensorType | None],
     model: CostModel,
 ) -> float:
-    """What the RESHAPEs of graph that Vela keeps as MemoryCopy cost."""
-    return sum(model.memory_copy(type_of(value)) for value in copied_reshapes(graph, roots))
+    """What the RESHAPEs of graph that Vela keeps as MemoryCopy cost: each a copy of its input, in the input's shape
+    (tds-conv1d, Ethos-U55: a (1, 64, 32) -> (1, 64, 4, 8) reshape is a 3608-cycle copy of the (1, 64, 32) tensor)."""
+    return sum(model.memory_copy(type_of(graph[value].args[0])) for value in copied_reshapes(graph, roots))
 
 
 def _is_input_rescale(term: Term, out: TensorType | None) -> bool:
@@ -373,27 +367,38 @@ def removed_accumulator_reshapes(
     but when it alone reads the output of an accumulating op (ACCUMULATING_OPS) and only RESCALEs read it, Vela removes it and
     fuses the RESCALE into the producer: measured on both targets for an ADD (1, 8, 16, 8) -> (8, 1, 16, 8) and
     a CONV2D whose output is reshaped to rank 3 or to another channel count, per-tensor or per-channel
-    (0 cycles for the reshape, the producer's layer unchanged; bandwise-mlp's one such reshape).
+    (0 cycles for the reshape, the producer's layer unchanged; bandwise-mlp's one such reshape). A chain of such
+    reshapes, each the one reader of the one before, is removed whole: (1, 8, 16, 8) -> (1, 128, 8) -> (128, 8)
+    behind an ADD or a CONV2D costs nothing on Ethos-U85.
     """
     outputs = set(roots)
     readers: dict[Hashable, list[Hashable]] = {}
     for value, term in graph.items():
         for arg in term.args:
             readers.setdefault(arg, []).append(value)
-    return [
-        value
-        for value, term in graph.items()
-        if term.op == "Reshape"
-        and vela_cost.dtype_name(type_of(value)) == "int32"
-        and term.args[0] in graph
-        and graph[term.args[0]].op in ACCUMULATING_OPS
-        and graph[term.args[0]].args
-        and term.args[0] not in outputs
-        and value not in outputs
-        and readers.get(term.args[0]) == [value]
-        and readers.get(value)
-        and all(_is_rescale(graph[r]) for r in readers[value])
-    ]
+
+    def int32_reshape(value: Hashable) -> bool:
+        return value in graph and graph[value].op == "Reshape" and value not in outputs and vela_cost.dtype_name(type_of(value)) == "int32"
+
+    def removed(value: Hashable) -> bool:
+        first = value
+        while int32_reshape(graph[first].args[0]) and readers.get(graph[first].args[0]) == [first]:
+            first = graph[first].args[0]
+        producer = graph[first].args[0]
+        last = value
+        while len(readers.get(last, [])) == 1 and int32_reshape(readers[last][0]):
+            last = readers[last][0]
+        return (
+            producer in graph
+            and graph[producer].op in ACCUMULATING_OPS
+            and bool(graph[producer].args)
+            and producer not in outputs
+            and readers.get(producer) == [first]
+            and bool(readers.get(last))
+            and all(_is_rescale(graph[r]) for r in readers[last])
+        )
+
+    return [value for value in graph if int32_reshape(value) and removed(value)]
 
 
 def transposing_slice_copies(
@@ -504,28 +509,43 @@ def concat_prices(
 ) -> dict[Hashable, float]:
     """What each int8/int16 CONCAT of graph costs in its context: a MemoryCopy of each input that its producer cannot
     write in place, as Vela does. An input is written in place when a CONCAT_IN_PLACE_PRODUCERS op computes it, the
-    concat is its one reader and it is not a graph output; behind a RESHAPE it is copied, even one that only drops a
-    leading 1 (emg-branch-fusion: two (1, 1, 32, k) -> (1, 32, k) inputs, 500 and 936 cycles). Measured the same on both targets: two 1x1 convolutions concatenated along any axis cost nothing more;
+    concat is its one reader, it is not a graph output and it is not batched; behind a RESHAPE it is copied, even one
+    that only drops a leading 1 (emg-branch-fusion: two (1, 1, 32, k) -> (1, 32, k) inputs, 500 and 936 cycles).
+    Measured the same on both targets: two 1x1 convolutions concatenated along any axis cost nothing more;
     an input that is also returned, is a graph input, or comes from a TRANSPOSE, SLICE or CONCAT costs one
     MemoryCopy (unet-skip, Ethos-U55: a RESIZE written in place, the shared skip connection copied, 4480 cycles;
-    the concat family's fit, 13932, averages over contexts). Batched concats and int32 ones keep the model's price."""
+    the concat family's fit, 13932, averages over contexts). A batched output changes nothing for its unbatched
+    inputs: eight (1, 1, 1, 16) RESCALE or CLAMP outputs stacked into (8, 1, 1, 16) are written in place, eight
+    RESHAPEs of them are 8 copies (emg-gru-gesture's stacked GRU states). A RESCALE behind a RESHAPE is copied too, also
+    when Vela removes that reshape and fuses the RESCALE into the convolution in front of it (emg-branch-fusion, Ethos-U85:
+    (1, 1, 32, k) int32 -> (1, 32, k) -> RESCALE -> CONCAT, 337 and 370 cycles). A batched input (leading dimensions beyond
+    HWC) is copied one leading index at a time whatever computes it (`batched_copies`): two (2, 4, 4, 16) CLAMP
+    outputs concatenated along any axis are 4 copies. int32 concats keep the model's price."""
     readers = Counter(roots)
     for term in graph.values():
         readers.update(term.args)
     outputs = set(roots)
 
-    def in_place(value: Hashable) -> bool:
+    def in_place(value: Hashable, part: TensorType) -> bool:
         term = graph.get(value)
-        return term is not None and term.op in CONCAT_IN_PLACE_PRODUCERS and bool(term.args) and readers[value] == 1 and value not in outputs
+        return (
+            term is not None
+            and term.op in CONCAT_IN_PLACE_PRODUCERS
+            and bool(term.args)
+            and readers[value] == 1
+            and value not in outputs
+            and not vela_cost.is_batched(part)
+            and not (_is_rescale(term) and graph.get(term.args[0]) is not None and graph[term.args[0]].op == "Reshape")
+        )
 
     prices = {}
     for value, term in graph.items():
         if term.op != "Concat":
             continue
         parts = [type_of(a) for a in term.args]
-        if any(t is None or vela_cost.is_batched(t) for t in (type_of(value), *parts)) or vela_cost.dtype_name(type_of(value)) not in ("int8", "int16"):
+        if any(t is None for t in (type_of(value), *parts)) or vela_cost.dtype_name(type_of(value)) not in ("int8", "int16"):
             continue
-        prices[value] = sum(model.memory_copy(t) for a, t in zip(term.args, parts) if not in_place(a))
+        prices[value] = sum(model.batched_copies(t) for a, t in zip(term.args, parts) if not in_place(a, t))
     return prices
 
 
@@ -573,7 +593,7 @@ def value_costs(
     for value, extra in shared.items():
         costs[value] += extra
     for value in copied_reshapes(live, roots):
-        costs[value] += model.memory_copy(type_of(value))
+        costs[value] += model.memory_copy(type_of(live[value].args[0]))
     return costs
 
 
