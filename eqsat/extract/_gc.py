@@ -5,7 +5,11 @@ heap entry per e-node and free nothing cyclic. The collector still runs a full
 pass over the whole heap every so many allocations, so its cost grows with the
 heap: on an e-graph of 800k e-nodes it took about 40% of the CPU time of both
 phases. Reference counting still frees everything the phase drops; the
-collector runs again when the phase ends.
+collector runs again when the phase ends. The pass (eqsat.pipeline.optimize)
+runs paused as a whole, its worker included: one collection of the caller's
+heap after extraction, where the phases' pauses used to end, cost the
+20,000-node scale graph 0.2 s, and collections during loading and write-back
+(FX nodes, fake tensors) about 0.7 s more.
 """
 
 from __future__ import annotations
