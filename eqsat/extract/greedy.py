@@ -16,7 +16,7 @@ import heapq
 import math
 from collections import defaultdict
 from itertools import count
-from typing import Callable
+from typing import Callable, Iterator
 
 from eqsat.ir import Term
 
@@ -94,12 +94,17 @@ def dag_cost(selection: Selection, roots: list[str], term_cost: TermCost) -> flo
 
 def reachable_candidates(candidates: dict[str, list[Term]], roots: list[str]) -> list[str]:
     """The e-classes some choice of terms could need for the roots."""
-    seen: dict[str, None] = {}
+    return list(walk_candidates(candidates, roots))
+
+
+def walk_candidates(candidates: dict[str, list[Term]], roots: list[str]) -> Iterator[str]:
+    """reachable_candidates, yielded as the walk finds them (a caller may stop early)."""
+    seen: set[str] = set()
     stack = list(roots)
     while stack:
         eclass = stack.pop()
         if eclass in seen or eclass not in candidates:
             continue
-        seen[eclass] = None
+        seen.add(eclass)
+        yield eclass
         stack.extend(a for term in candidates[eclass] for a in term.args)
-    return list(seen)
