@@ -210,3 +210,29 @@ def test_auto_decides_against_the_ilp_without_walking_a_large_egraph():
     assert auto.extractor == "greedy"
     assert auto.selection == extract(dict(candidates), ["c9999"], cost, extractor="greedy").selection
     assert reads_by_auto == 2 * ILP_TERM_LIMIT + 1  # the last class is not expanded; greedy reads the items
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.data())
+def test_reachable_is_the_depth_first_post_order_of_the_selection(data):
+    """Operands before their readers, each e-class once, operands visited left to right from each root in
+    turn: the order that refinement and the cost contexts walk (compared with the recursive definition)."""
+    size = data.draw(st.integers(1, 30))
+    selection = {
+        f"c{i}": Term("Op", tuple(f"c{data.draw(st.integers(0, i - 1))}" for _ in range(data.draw(st.integers(0, 3)) if i else 0)), ())
+        for i in range(size)
+    }
+    roots = data.draw(st.lists(st.sampled_from(sorted(selection)), min_size=1, max_size=4))
+    expected: list[str] = []
+
+    def visit(eclass: str) -> None:
+        if eclass in expected:
+            return
+        for operand in selection[eclass].args:
+            visit(operand)
+        if eclass not in expected:
+            expected.append(eclass)
+
+    for root in roots:
+        visit(root)
+    assert reachable(selection, roots) == expected
