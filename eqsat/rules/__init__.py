@@ -2,7 +2,8 @@
 
 This module composes the schedule and nothing else does. Each algebra lives in
 its own module with one ruleset; the analysis ruleset (it adds no terms) is
-saturated before every round of rewrites.
+saturated before every round of rewrites, and a rewrite ruleset's lookups
+(LOOKUPS, they add no terms either) right before its own round.
 """
 
 from __future__ import annotations
@@ -178,7 +179,8 @@ def _runner(egraph: EGraph, rewrites: tuple[Ruleset, ...]) -> _program.Runner:
 
 
 def saturate(egraph: EGraph, budget: Budget, rewrites: tuple[Ruleset, ...] | None = None) -> SaturationResult:
-    """Run analysis, then one round of every rewrite ruleset, until nothing changes or a budget is hit.
+    """Run analysis, then one round of every rewrite ruleset (each after its LOOKUPS), until nothing changes
+    or a budget is hit.
 
     A run stopped by a budget ends with one more analysis, so every e-class it created has its shape.
 
