@@ -46,8 +46,8 @@ flattenings of each nested concat it makes. The lookup joins on the table
 `concat_prefix` (each concat's inputs but the last), which the ruleset
 `concat_prefixes` fills right before every concat-slice round
 (eqsat.rules.LOOKUPS): looked up through the `pop` primitive in the query,
-egglog joined every pair of concats along one axis before computing it
-(16M pairs, 1.3 s of a round at 4,000 concats).
+egglog joined every pair of concats along one axis before computing it (a
+round took 0.02, 0.15 and 1.4 s at 400, 1,200 and 4,000 concats).
 
 Not covered: flattening into a concat of more than MAX_CONCAT_ARITY + 1 inputs.
 Strided slices are not Slice terms.

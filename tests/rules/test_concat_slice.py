@@ -565,7 +565,7 @@ def test_slice_of_concat_does_not_fire_when_the_concat_requantizes_an_input():
 
 def test_concat_extends_concat_looks_the_prefix_up_in_a_table():
     """egglog computes a query's primitives after joining its tables, so looking the shorter concat up by
-    `(vec-pop parts)` joined every pair of concats along one axis (1.3 s of a round at 4,000 concats); the
+    `(vec-pop parts)` joined every pair of concats along one axis (1.4 s of a round at 4,000 concats); the
     rule looks it up by concat_prefix, a table the lookup ruleset fills before each concat-slice round."""
     program = _program.compiled(rules.PROGRAM)
     (text,) = [c for c in program.commands if ':name "concat-extends-concat"' in c]
