@@ -60,8 +60,11 @@ iteration, before the rulesets that add terms). egglog computes a primitive in a
 the tables around it, so looking a term up by a value computed from another joins all pairs of the two;
 a table of the computed values makes it a keyed lookup."""
 
-PROGRAM: tuple[Ruleset, ...] = (ANALYSIS, *LOOKUPS.values(), *REWRITES)
-"""Every ruleset saturation runs, as one compiled program (eqsat.rules._program)."""
+
+def program_rulesets() -> tuple[Ruleset, ...]:
+    """Every ruleset saturation runs, compiled as one program (eqsat.rules._program); read when called, so
+    that tests may replace REWRITES."""
+    return (ANALYSIS, *LOOKUPS.values(), *REWRITES)
 
 
 def rulesets_named(names: tuple[str, ...] | None) -> tuple[Ruleset, ...]:
@@ -127,7 +130,7 @@ def address_space() -> int | None:
 def prepare() -> None:
     """Compile (or read back from the cache) the schedule's program in this process, so that
     worker processes forked from it inherit the parsed program instead of parsing it each time."""
-    _program.compiled(PROGRAM)
+    _program.compiled(program_rulesets())
 
 
 _SCRATCH: list[EGraph] = []
@@ -146,7 +149,7 @@ def scratch_egraph() -> Iterator[EGraph | None]:
     process take turns; a worker forked inside a run has its own copy. The e-class ids a run
     sees are the same as in a fresh e-graph (tests/rules/test_program.py).
     """
-    program = _program.compiled(PROGRAM)
+    program = _program.compiled(program_rulesets())
     if program is None:
         yield None
         return
@@ -168,9 +171,9 @@ def _runner(egraph: EGraph, rewrites: tuple[Ruleset, ...]) -> _program.Runner:
     """How saturate runs rulesets on egraph: as the cached program of the analysis and all
     rewrite rulesets (eqsat.rules._program), unless a ruleset is not one of them or egraph
     already has rulesets from egglog-python; then through egglog-python."""
-    known = {_program.ruleset_key(r) for r in PROGRAM}
+    known = {_program.ruleset_key(r) for r in program_rulesets()}
     if not egraph._state.rulesets and all(_program.ruleset_key(r) in known for r in rewrites):
-        program = _program.compiled(PROGRAM)
+        program = _program.compiled(program_rulesets())
         if program is not None:
             return _program.CompiledRunner(egraph, program)
     if getattr(egraph, "_eqsat_program", None) is not None:

@@ -567,7 +567,7 @@ def test_concat_extends_concat_looks_the_prefix_up_in_a_table():
     """egglog computes a query's primitives after joining its tables, so looking the shorter concat up by
     `(vec-pop parts)` joined every pair of concats along one axis (1.4 s of a round at 4,000 concats); the
     rule looks it up by concat_prefix, a table the lookup ruleset fills before each concat-slice round."""
-    program = _program.compiled(rules.PROGRAM)
+    program = _program.compiled(rules.program_rulesets())
     (text,) = [c for c in program.commands if ':name "concat-extends-concat"' in c]
     query = text.split("((union")[0]
     assert "(Concat (concat_prefix _parts) _axis)" in query
