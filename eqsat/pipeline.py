@@ -52,6 +52,7 @@ from eqsat import bridge_fx, rules
 from eqsat.extract import cost as cost_models
 from eqsat.extract.egraph_view import EGraphView
 from eqsat.extract import EXTRACTORS, extract
+from eqsat.extract._gc import paused_gc
 from eqsat.extract.greedy import reachable
 from eqsat.extract.refine import refine_from
 from eqsat.ir import TensorType, Term
@@ -531,7 +532,13 @@ def optimize(graph_module: fx.GraphModule, target: str = "ethos-u55-128", **opti
 
     The input graph module is never modified. The result is a new graph
     module when the optimizer found a cheaper equivalent graph, else the input.
+    It runs without Python's cyclic collector (eqsat.extract._gc), which is back on when it returns.
     """
+    with paused_gc():
+        return _optimize(graph_module, target, **options)
+
+
+def _optimize(graph_module: fx.GraphModule, target: str, **options) -> tuple[fx.GraphModule, Report]:
     started = time.monotonic()
     check_target(target)
     parsed = Options.from_kwargs(**options)

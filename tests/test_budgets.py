@@ -3,9 +3,11 @@ comes back, or the original when a hard limit (time, memory) stopped the pass. N
 
 from __future__ import annotations
 
+import gc
 import logging
 import os
 import random
+import sys
 import time
 
 import pytest
@@ -321,3 +323,32 @@ def test_an_iteration_predicted_to_explode_is_not_started():
     assert report.fallback is None and report.stop_reason in ("e-node limit", "time limit")
     assert report.iterations <= 5 and report.egraph_enodes < eqsat.Options().enode_limit
     assert fuzz.check(spec) is None
+
+
+def test_the_pass_runs_without_the_cyclic_collector_and_restores_it(monkeypatch):
+    """Loading, extraction and write-back allocate an object or more per node and e-node and free nothing
+    cyclic: the collector's passes over the heap were about a sixth of the pass's CPU time on the
+    20,000-node scale graph. In-process (ISOLATE off), so that every phase runs under the callback."""
+    monkeypatch.setattr(pipeline, "ISOLATE", False)
+    inside, after = [], []
+
+    def count(phase, info):
+        if phase == "start":
+            frame = sys._getframe(1)
+            while frame is not None and frame.f_code is not pipeline._optimize.__code__:
+                frame = frame.f_back
+            (inside if frame is not None else after).append(info["generation"])
+
+    gc_was_enabled = gc.isenabled()
+    gc.enable()
+    gc.callbacks.append(count)
+    try:
+        _, report = eqsat.optimize(synthetic_graph(400), accept="always")
+        gc.collect()
+    finally:
+        gc.callbacks.remove(count)
+        if not gc_was_enabled:
+            gc.disable()
+    assert report.changed and report.fallback is None
+    assert inside == []
+    assert after  # the collector is back on after the pass

@@ -2,7 +2,8 @@
 
 This module composes the schedule and nothing else does. Each algebra lives in
 its own module with one ruleset; the analysis ruleset (it adds no terms) is
-saturated before every round of rewrites.
+saturated before every round of rewrites, and a rewrite ruleset's lookups
+(LOOKUPS, they add no terms either) right before its own round.
 """
 
 from __future__ import annotations
@@ -52,6 +53,19 @@ RULESETS: dict[str, Ruleset] = {
 
 REWRITES: tuple[Ruleset, ...] = tuple(RULESETS.values())
 
+LOOKUPS: dict[str, Ruleset] = {_program.ruleset_key(concat_slice.concat_slice): concat_slice.concat_prefixes}
+"""Rulesets saturated right before a rewrite ruleset's round, by the rewrite ruleset's key: they fill tables
+its queries look terms up in, with a row for every term the round sees (the analysis runs once per
+iteration, before the rulesets that add terms). egglog computes a primitive in a query only after joining
+the tables around it, so looking a term up by a value computed from another joins all pairs of the two;
+a table of the computed values makes it a keyed lookup."""
+
+
+def program_rulesets() -> tuple[Ruleset, ...]:
+    """Every ruleset saturation runs, compiled as one program (eqsat.rules._program); read when called, so
+    that tests may replace REWRITES."""
+    return (ANALYSIS, *LOOKUPS.values(), *REWRITES)
+
 
 def rulesets_named(names: tuple[str, ...] | None) -> tuple[Ruleset, ...]:
     """The rewrite rulesets with these names (all of them for None)."""
@@ -91,7 +105,7 @@ class Budget:
 
 @dataclass
 class SaturationResult:
-    """rule_matches: the rewrites' matches per rule; analysis_matches: the analysis rules' (the work
+    """rule_matches: the rewrites' matches per rule; analysis_matches: the analysis and lookup rules' (the work
     of typing new terms and filling the lookups)."""
 
     iterations: int = 0
@@ -116,7 +130,7 @@ def address_space() -> int | None:
 def prepare() -> None:
     """Compile (or read back from the cache) the schedule's program in this process, so that
     worker processes forked from it inherit the parsed program instead of parsing it each time."""
-    _program.compiled((ANALYSIS, *REWRITES))
+    _program.compiled(program_rulesets())
 
 
 _SCRATCH: list[EGraph] = []
@@ -135,7 +149,7 @@ def scratch_egraph() -> Iterator[EGraph | None]:
     process take turns; a worker forked inside a run has its own copy. The e-class ids a run
     sees are the same as in a fresh e-graph (tests/rules/test_program.py).
     """
-    program = _program.compiled((ANALYSIS, *REWRITES))
+    program = _program.compiled(program_rulesets())
     if program is None:
         yield None
         return
@@ -157,10 +171,9 @@ def _runner(egraph: EGraph, rewrites: tuple[Ruleset, ...]) -> _program.Runner:
     """How saturate runs rulesets on egraph: as the cached program of the analysis and all
     rewrite rulesets (eqsat.rules._program), unless a ruleset is not one of them or egraph
     already has rulesets from egglog-python; then through egglog-python."""
-    everything = (ANALYSIS, *REWRITES)
-    known = {_program.ruleset_key(r) for r in everything}
+    known = {_program.ruleset_key(r) for r in program_rulesets()}
     if not egraph._state.rulesets and all(_program.ruleset_key(r) in known for r in rewrites):
-        program = _program.compiled(everything)
+        program = _program.compiled(program_rulesets())
         if program is not None:
             return _program.CompiledRunner(egraph, program)
     if getattr(egraph, "_eqsat_program", None) is not None:
@@ -169,7 +182,8 @@ def _runner(egraph: EGraph, rewrites: tuple[Ruleset, ...]) -> _program.Runner:
 
 
 def saturate(egraph: EGraph, budget: Budget, rewrites: tuple[Ruleset, ...] | None = None) -> SaturationResult:
-    """Run analysis, then one round of every rewrite ruleset, until nothing changes or a budget is hit.
+    """Run analysis, then one round of every rewrite ruleset (each after its LOOKUPS), until nothing changes
+    or a budget is hit.
 
     A run stopped by a budget ends with one more analysis, so every e-class it created has its shape.
 
@@ -208,6 +222,9 @@ def saturate(egraph: EGraph, budget: Budget, rewrites: tuple[Ruleset, ...] | Non
         result.analysis_matches.update(runner.run(ANALYSIS, saturate=True)[1])
         updated = False
         for rules in rewrites:
+            lookups = LOOKUPS.get(_program.ruleset_key(rules))
+            if lookups is not None:
+                result.analysis_matches.update(runner.run(lookups, saturate=True)[1])
             changed, rule_matches = runner.run(rules)
             updated |= changed
             for rule, matches in rule_matches.items():

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from eqsat.ir import Term
-from eqsat.extract import extract
+from eqsat.extract import ILP_TERM_LIMIT, extract
 from eqsat.extract.greedy import dag_cost, extract_greedy, reachable
 from eqsat.extract.ilp import extract_ilp, extract_optimal
 from tests.extract.test_refine import cyclic_egraphs
@@ -188,3 +188,51 @@ def test_extraction_starts_refinement_from_the_ilp_pick_and_from_greedy():
     exact = extract(candidates, roots, cost, extractor="ilp")
     assert greedy.starts == (greedy.selection,)
     assert exact.extractor == "ilp" and exact.starts == (exact.selection, greedy.selection)
+
+
+class _CountingCandidates(dict):
+    """Candidates that count how many e-classes' terms were read."""
+
+    reads = 0
+
+    def __getitem__(self, eclass):
+        self.reads += 1
+        return super().__getitem__(eclass)
+
+
+def test_auto_decides_against_the_ilp_without_walking_a_large_egraph():
+    """A chain of 10,000 e-classes of one term each: auto decides for greedy after reading ILP_TERM_LIMIT + 1
+    classes, not all of them, and extracts the same graph as greedy."""
+    candidates = _CountingCandidates({f"c{i}": [Term("Neg", (f"c{i - 1}",) if i else (), ())] for i in range(10_000)})
+    cost = lambda eclass, term: 1.0  # noqa: E731
+    auto = extract(candidates, ["c9999"], cost, extractor="auto")
+    reads_by_auto = candidates.reads
+    assert auto.extractor == "greedy"
+    assert auto.selection == extract(dict(candidates), ["c9999"], cost, extractor="greedy").selection
+    assert reads_by_auto == 2 * ILP_TERM_LIMIT + 1  # the last class is not expanded; greedy reads the items
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.data())
+def test_reachable_is_the_depth_first_post_order_of_the_selection(data):
+    """Operands before their readers, each e-class once, operands visited left to right from each root in
+    turn: the order that refinement and the cost contexts walk (compared with the recursive definition)."""
+    size = data.draw(st.integers(1, 30))
+    selection = {
+        f"c{i}": Term("Op", tuple(f"c{data.draw(st.integers(0, i - 1))}" for _ in range(data.draw(st.integers(0, 3)) if i else 0)), ())
+        for i in range(size)
+    }
+    roots = data.draw(st.lists(st.sampled_from(sorted(selection)), min_size=1, max_size=4))
+    expected: list[str] = []
+
+    def visit(eclass: str) -> None:
+        if eclass in expected:
+            return
+        for operand in selection[eclass].args:
+            visit(operand)
+        if eclass not in expected:
+            expected.append(eclass)
+
+    for root in roots:
+        visit(root)
+    assert reachable(selection, roots) == expected
