@@ -261,7 +261,7 @@ def shared_input_rescales(
     return {
         value: model.standalone_input_rescale(type_of(term.args[0]), type_of(value))
         for value, term in graph.items()
-        if _is_input_rescale(term, type_of(value)) and readers.count(value) > 1 and any(map(fusing, readers.of.get(value, ())))
+        if readers.count(value) > 1 and _is_input_rescale(term, type_of(value)) and any(map(fusing, readers.of.get(value, ())))
     }
 
 
@@ -402,7 +402,7 @@ def removed_accumulator_reshapes(
             and all(_is_rescale(graph[r]) for r in readers[last])
         )
 
-    return [value for value in graph if int32_reshape(value) and removed(value)]
+    return [value for value, term in graph.items() if term.op == "Reshape" and int32_reshape(value) and removed(value)]
 
 
 def transposing_slice_copies(
