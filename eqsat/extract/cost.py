@@ -93,7 +93,7 @@ from __future__ import annotations
 import logging
 import warnings
 from collections import Counter
-from itertools import chain
+from dataclasses import dataclass
 from typing import Callable, Hashable, Iterable, Mapping, Protocol
 
 from eqsat.ir import Graph, TensorType, Term
@@ -188,30 +188,50 @@ def term_costs(model: CostModel, types: Mapping[Hashable, TensorType]) -> Callab
     return term_cost
 
 
-def reader_counts(graph: dict[Hashable, Term], roots: Iterable[Hashable]) -> Counter:
-    """How many times each value is read: once per operand slot of a term of graph, once per root."""
-    return Counter(chain(roots, chain.from_iterable(term.args for term in graph.values())))
+@dataclass(frozen=True)
+class Readers:
+    """Who reads each value of a graph: `of[v]` the values whose terms read v, once per operand slot, in the
+    graph's order (x * x reads x twice); `outputs` how many times the graph returns each value. Every context
+    below reads it; a whole-graph evaluation builds it once (`readers_of`)."""
+
+    of: dict[Hashable, list[Hashable]]
+    outputs: Counter
+
+    def count(self, value: Hashable) -> int:
+        """How many times value is read: once per operand slot that reads it, once per graph output."""
+        return len(self.of.get(value, ())) + self.outputs[value]
 
 
-def copied_reshapes(graph: dict[Hashable, Term], roots: Iterable[Hashable]) -> list[Hashable]:
+def readers_of(graph: dict[Hashable, Term], roots: Iterable[Hashable]) -> Readers:
+    """The Readers of graph, whose outputs are roots."""
+    of: dict[Hashable, list[Hashable]] = {}
+    for value, term in graph.items():
+        for arg in term.args:
+            if arg in of:
+                of[arg].append(value)
+            else:
+                of[arg] = [value]
+    return Readers(of, Counter(roots))
+
+
+def copied_reshapes(graph: dict[Hashable, Term], readers: Readers) -> list[Hashable]:
     """The RESHAPEs of graph that Vela keeps as MemoryCopy (see the module docstring).
 
-    graph maps each value to the term computing it (operands are values of graph or leaves); roots are
-    the graph outputs, each a reader of its value.
+    graph maps each value to the term computing it (operands are values of graph or leaves); the graph
+    outputs count among the readers.
     """
-    readers = reader_counts(graph, roots)
-    return [value for value, term in graph.items() if term.op == "Reshape" and readers[term.args[0]] > 1]
+    return [value for value, term in graph.items() if term.op == "Reshape" and readers.count(term.args[0]) > 1]
 
 
 def reshape_copies(
     graph: dict[Hashable, Term],
-    roots: Iterable[Hashable],
+    readers: Readers,
     type_of: Callable[[Hashable], TensorType | None],
     model: CostModel,
 ) -> float:
     """What the RESHAPEs of graph that Vela keeps as MemoryCopy cost: each a copy of its input, in the input's shape
     (tds-conv1d, Ethos-U55: a (1, 64, 32) -> (1, 64, 4, 8) reshape is a 3608-cycle copy of the (1, 64, 32) tensor)."""
-    return sum(model.memory_copy(type_of(graph[value].args[0])) for value in copied_reshapes(graph, roots))
+    return sum(model.memory_copy(type_of(graph[value].args[0])) for value in copied_reshapes(graph, readers))
 
 
 def _is_input_rescale(term: Term, out: TensorType | None) -> bool:
@@ -223,7 +243,7 @@ def _is_input_rescale(term: Term, out: TensorType | None) -> bool:
 
 def shared_input_rescales(
     graph: dict[Hashable, Term],
-    roots: Iterable[Hashable],
+    readers: Readers,
     type_of: Callable[[Hashable], TensorType | None],
     model: CostModel,
 ) -> dict[Hashable, float]:
@@ -233,26 +253,15 @@ def shared_input_rescales(
     the target fuses into that op (`fuses_input_rescale_into`); a shared one runs alone: priced as the
     standalone RESCALE it becomes, when one of its readers would have fused it.
     """
-    rescales = {value for value, term in graph.items() if _is_input_rescale(term, type_of(value))}
-    if not rescales:
-        return {}
-    reads: dict[Hashable, list] = {value: [] for value in rescales}  # one entry per operand: x * x reads x twice
-    for value in roots:
-        if value in rescales:
-            reads[value].append(("output", value))
-    for value, term in graph.items():
-        for arg in term.args:
-            if arg in rescales:
-                reads[arg].append(value)
 
     def fusing(reader) -> bool:
-        term = graph.get(reader)
-        return term is not None and term.op == "Elementwise" and model.fuses_input_rescale_into(_opaque_name(term))
+        term = graph[reader]
+        return term.op == "Elementwise" and model.fuses_input_rescale_into(_opaque_name(term))
 
     return {
         value: model.standalone_input_rescale(type_of(term.args[0]), type_of(value))
         for value, term in graph.items()
-        if value in rescales and len(reads[value]) > 1 and any(map(fusing, reads[value]))
+        if readers.count(value) > 1 and _is_input_rescale(term, type_of(value)) and any(map(fusing, readers.of.get(value, ())))
     }
 
 
@@ -322,7 +331,7 @@ def _copied_slice_output(graph: dict[Hashable, Term], value: Hashable, perm: tup
 
 
 def folded_transposes(
-    graph: dict[Hashable, Term], roots: Iterable[Hashable], model: CostModel, type_of: Callable[[Hashable], TensorType | None]
+    graph: dict[Hashable, Term], readers: Readers, model: CostModel, type_of: Callable[[Hashable], TensorType | None]
 ) -> list[Hashable]:
     """The TRANSPOSEs of graph that Vela folds into the write of the op in front of them.
 
@@ -335,12 +344,11 @@ def folded_transposes(
     """
     if not model.folds_transpose_into_producer:
         return []
-    readers = reader_counts(graph, roots)
     return [
         value
         for value, term in graph.items()
         if term.op == "Transpose"
-        and readers[term.args[0]] == 1
+        and readers.count(term.args[0]) == 1
         and (
             (tuple(term.attrs[0]) in FOLDED_PERMUTATIONS and _is_convolution_output(graph, term.args[0]))
             or _copied_slice_output(graph, term.args[0], tuple(term.attrs[0]), type_of, model)
@@ -359,7 +367,7 @@ a standalone RESCALE)."""
 
 
 def removed_accumulator_reshapes(
-    graph: dict[Hashable, Term], roots: Iterable[Hashable], type_of: Callable[[Hashable], TensorType | None]
+    graph: dict[Hashable, Term], readers: Readers, type_of: Callable[[Hashable], TensorType | None]
 ) -> list[Hashable]:
     """The int32 RESHAPEs of graph that Vela removes between an accumulating producer and its output RESCALE.
 
@@ -371,11 +379,7 @@ def removed_accumulator_reshapes(
     reshapes, each the one reader of the one before, is removed whole: (1, 8, 16, 8) -> (1, 128, 8) -> (128, 8)
     behind an ADD or a CONV2D costs nothing on Ethos-U85.
     """
-    outputs = set(roots)
-    readers: dict[Hashable, list[Hashable]] = {}
-    for value, term in graph.items():
-        for arg in term.args:
-            readers.setdefault(arg, []).append(value)
+    outputs, readers = readers.outputs, readers.of
 
     def int32_reshape(value: Hashable) -> bool:
         return value in graph and graph[value].op == "Reshape" and value not in outputs and vela_cost.dtype_name(type_of(value)) == "int32"
@@ -398,7 +402,7 @@ def removed_accumulator_reshapes(
             and all(_is_rescale(graph[r]) for r in readers[last])
         )
 
-    return [value for value in graph if int32_reshape(value) and removed(value)]
+    return [value for value, term in graph.items() if term.op == "Reshape" and int32_reshape(value) and removed(value)]
 
 
 def transposing_slice_copies(
@@ -428,17 +432,16 @@ def _fuses_table(term: Term | None) -> bool:
 
 
 def fused_tables(
-    graph: dict[Hashable, Term], roots: Iterable[Hashable], type_of: Callable[[Hashable], TensorType | None]
+    graph: dict[Hashable, Term], readers: Readers, type_of: Callable[[Hashable], TensorType | None]
 ) -> list[Hashable]:
     """The int8 TABLEs of graph that Vela runs as the activation of the op in front of them, at 0 cycles:
     the TABLE is the one reader of a RESCALE's or TRANSPOSE's output that is not a graph output."""
-    readers = reader_counts(graph, roots)
     return [
         value
         for value, term in graph.items()
         if term.op == "Table"
         and vela_cost.dtype_name(type_of(term.args[0])) == "int8"
-        and readers[term.args[0]] == 1
+        and readers.count(term.args[0]) == 1
         and _fuses_table(graph.get(term.args[0]))
     ]
 
@@ -465,24 +468,21 @@ def _drops_unit_dims_only(source: TensorType | None, target: TensorType | None) 
 
 
 def slice_prices(
-    graph: dict[Hashable, Term], roots: Iterable[Hashable], type_of: Callable[[Hashable], TensorType | None], model: CostModel
+    graph: dict[Hashable, Term], readers: Readers, type_of: Callable[[Hashable], TensorType | None], model: CostModel
 ) -> dict[Hashable, float]:
     """What each int8/int16 SLICE of graph costs in its context: a MemoryCopy of its output if a reader
     cannot read through it (or it is a graph output), else 0. A RESHAPE that only adds or drops leading
     1s is seen through (its readers read the slice). A batched slice (leading dimensions beyond HWC) is
     folded only into BATCHED_SLICE_FOLDING_READERS, and copied one leading index at a time (`batched_copies`);
     int32 ones keep the model's price."""
-    readers: dict[Hashable, list[Hashable]] = {}  # of the first operand: the copying readers have no other
-    for value, term in graph.items():
-        for arg in term.args[:1]:
-            readers.setdefault(arg, []).append(value)
-    outputs = set(roots)
 
     def copied(value: Hashable, batched: bool) -> bool:
-        if value in outputs:
+        if readers.outputs[value]:
             return True
-        for reader in readers.get(value, []):
+        for reader in readers.of.get(value, ()):
             term = graph[reader]
+            if term.args[0] != value:  # the copying readers read the slice as their first operand
+                continue
             if term.op == "Reshape" and _drops_unit_dims_only(type_of(value), type_of(reader)):
                 if copied(reader, batched):
                     return True
@@ -505,7 +505,7 @@ CLAMP, a RESCALE. A TRANSPOSE, a SLICE, a CONCAT, a RESHAPE and a graph input ar
 
 
 def concat_prices(
-    graph: dict[Hashable, Term], roots: Iterable[Hashable], type_of: Callable[[Hashable], TensorType | None], model: CostModel
+    graph: dict[Hashable, Term], readers: Readers, type_of: Callable[[Hashable], TensorType | None], model: CostModel
 ) -> dict[Hashable, float]:
     """What each int8/int16 CONCAT of graph costs in its context: a MemoryCopy of each input that its producer cannot
     write in place, as Vela does. An input is written in place when a CONCAT_IN_PLACE_PRODUCERS op computes it, the
@@ -521,10 +521,6 @@ def concat_prices(
     (1, 1, 32, k) int32 -> (1, 32, k) -> RESCALE -> CONCAT, 337 and 370 cycles). A batched input (leading dimensions beyond
     HWC) is copied one leading index at a time whatever computes it (`batched_copies`): two (2, 4, 4, 16) CLAMP
     outputs concatenated along any axis are 4 copies. int32 concats keep the model's price."""
-    readers = Counter(roots)
-    for term in graph.values():
-        readers.update(term.args)
-    outputs = set(roots)
 
     def in_place(value: Hashable, part: TensorType) -> bool:
         term = graph.get(value)
@@ -532,8 +528,8 @@ def concat_prices(
             term is not None
             and term.op in CONCAT_IN_PLACE_PRODUCERS
             and bool(term.args)
-            and readers[value] == 1
-            and value not in outputs
+            and readers.count(value) == 1
+            and not readers.outputs[value]
             and not vela_cost.is_batched(part)
             and not (_is_rescale(term) and graph.get(term.args[0]) is not None and graph[term.args[0]].op == "Reshape")
         )
@@ -555,21 +551,22 @@ def _contexts(
     type_of: Callable[[Hashable], TensorType | None],
     model: CostModel,
     term_cost: Callable[[Hashable, Term], float] | None,
-) -> tuple[dict[Hashable, Term], Callable[[Hashable, Term], float], set, dict[Hashable, float], dict[Hashable, float]]:
-    """The terms the roots read, the term pricer (the model's cost with the types of type_of by default), and the
+) -> tuple[dict[Hashable, Term], Readers, Callable[[Hashable, Term], float], set, dict[Hashable, float], dict[Hashable, float]]:
+    """The terms the roots read, their readers, the term pricer (the model's cost with the types of type_of by default), and the
     contexts Vela prices differently: the values that cost nothing, the prices of slices and concats in their context,
     the extra cost of the rescales Vela runs alone (shared input rescales, and the output rescales of the MULs that
     read them)."""
     if term_cost is None:
         term_cost = lambda value, term: model.cost(term, type_of(value), [type_of(a) for a in term.args])  # noqa: E731
     live = {value: graph[value] for value in reachable(graph, roots)}
-    folded = folded_transposes(live, roots, model, type_of)
-    free = {*folded, *fused_tables(live, roots, type_of), *removed_accumulator_reshapes(live, roots, type_of)}
-    in_context = slice_prices(live, roots, type_of, model) | transposing_slice_copies(live, folded, type_of, model)
-    in_context |= concat_prices(live, roots, type_of, model)
-    shared = shared_input_rescales(live, roots, type_of, model)
+    readers = readers_of(live, roots)
+    folded = folded_transposes(live, readers, model, type_of)
+    free = {*folded, *fused_tables(live, readers, type_of), *removed_accumulator_reshapes(live, readers, type_of)}
+    in_context = slice_prices(live, readers, type_of, model) | transposing_slice_copies(live, folded, type_of, model)
+    in_context |= concat_prices(live, readers, type_of, model)
+    shared = shared_input_rescales(live, readers, type_of, model)
     unfused = {**shared, **unfused_output_rescales(live, type_of, model, shared)}
-    return live, term_cost, free, in_context, unfused
+    return live, readers, term_cost, free, in_context, unfused
 
 
 def value_costs(
@@ -587,12 +584,12 @@ def value_costs(
     graph maps each value to the term computing it (every operand is a value of graph); roots are
     the graph outputs. term_cost(value, term) defaults to the model's cost with the types of type_of.
     """
-    live, term_cost, free, in_context, shared = _contexts(graph, roots, type_of, model, term_cost)
+    live, readers, term_cost, free, in_context, shared = _contexts(graph, roots, type_of, model, term_cost)
     costs = {value: 0.0 if value in free else term_cost(value, term) for value, term in live.items()}
     costs.update(in_context)
     for value, extra in shared.items():
         costs[value] += extra
-    for value in copied_reshapes(live, roots):
+    for value in copied_reshapes(live, readers):
         costs[value] += model.memory_copy(type_of(live[value].args[0]))
     return costs
 
@@ -607,9 +604,9 @@ def graph_cost(
     """What a graph costs: every term that the roots read, once, in the contexts Vela prices differently
     (the sum of value_costs; the reshape copies added last).
     """
-    live, term_cost, free, in_context, shared = _contexts(graph, roots, type_of, model, term_cost)
+    live, readers, term_cost, free, in_context, shared = _contexts(graph, roots, type_of, model, term_cost)
     total = sum(term_cost(value, term) for value, term in live.items() if value not in free and value not in in_context)
-    return total + sum(in_context.values()) + sum(shared.values()) + reshape_copies(live, roots, type_of, model)
+    return total + sum(in_context.values()) + sum(shared.values()) + reshape_copies(live, readers, type_of, model)
 
 
 def priced(graph: Graph, model: CostModel) -> float:

@@ -62,7 +62,7 @@ def refine(
     """A selection at most as costly as `selection` under graph_cost, its cost, the work spent, and
     whether the wall-clock safety net (`seconds`) rather than convergence or `work_limit` stopped it.
 
-    Each evaluation builds the graph's reader maps afresh and frees them: without the cyclic collector,
+    Each evaluation builds the graph's reader map afresh and frees it: without the cyclic collector,
     which would scan the whole e-graph's terms every so many of those allocations (half of the time).
     """
     with paused_gc():

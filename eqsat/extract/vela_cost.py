@@ -674,6 +674,8 @@ class VelaCalibratedCost:
         self._models = self.data["models"]
         self.folds_transpose_into_producer = bool(self.data.get("folds_transpose_into_producer", False))
         self._feasibility = {_feasibility_key(*json.loads(k)): v for k, v in self.data.get("transpose_feasibility", {}).items()}
+        self._copies: dict[TensorType | None, float] = {}
+        """batched_copies of each tensor type asked for: whole-graph costs ask for the same few types on every evaluation."""
 
     def cost(self, term: Term, out: TensorType | None, args: list[TensorType | None]) -> float:
         value = self.cost_of(op_config(term, out, args, self.target))
@@ -689,6 +691,13 @@ class VelaCalibratedCost:
     def batched_copies(self, tensor: TensorType | None) -> float:
         """Copying tensor one leading index (beyond HWC) at a time: one MemoryCopy of its HWC block per index, as
         calibrated on 5-D concats (`batched_copy/<dtype>`), else the whole-tensor copy's fit per block."""
+        try:
+            return self._copies[tensor]
+        except KeyError:
+            value = self._copies[tensor] = self._batched_copies(tensor)
+            return value
+
+    def _batched_copies(self, tensor: TensorType | None) -> float:
         if not is_batched(tensor):
             return self.memory_copy(tensor)
         model = self._models.get(f"batched_copy/{dtype_name(tensor)}")

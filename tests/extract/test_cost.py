@@ -13,6 +13,7 @@ from eqsat.extract.cost import (
     fused_tables,
     graph_cost,
     removed_accumulator_reshapes,
+    readers_of,
     reshape_copies,
     slice_prices,
     term_costs,
@@ -23,6 +24,11 @@ from eqsat.extract.vela_cost import VelaCalibratedCost
 from eqsat.vela import estimate
 
 TYPE = TensorType((1, 64, 32), "torch.int8")
+
+
+def _with_readers(graph: dict, roots: list[str]) -> tuple:
+    """graph and its Readers, the arguments of the context functions."""
+    return graph, readers_of(graph, roots)
 
 
 def leaf(name: str) -> Term:
@@ -43,7 +49,7 @@ def model(request):
 
 
 def copies(graph, roots, model):
-    return reshape_copies(graph, roots, lambda _value: TYPE, model)
+    return reshape_copies(graph, readers_of(graph, roots), lambda _value: TYPE, model)
 
 
 def test_a_reshape_between_single_readers_is_free(model):
@@ -85,7 +91,7 @@ def test_a_copied_reshape_is_priced_as_a_copy_of_its_input(target):
     graph = {"x": leaf("x"), "a": unary("CLAMP#1", "x"), "r": Term("Reshape", ("a",), ((1, 64, 4, 8),)), "b": unary("CLAMP#2", "r")}
     types = {"x": TensorType((1, 64, 32), "torch.int8"), "a": TensorType((1, 64, 32), "torch.int8"), "r": TensorType((1, 64, 4, 8), "torch.int8"), "b": TensorType((1, 64, 4, 8), "torch.int8")}
     model = VelaCalibratedCost(target)
-    price = reshape_copies(graph, ["a", "b"], types.get, model)
+    price = reshape_copies(graph, readers_of(graph, ["a", "b"]), types.get, model)
     assert price == model.memory_copy(types["a"])
     assert abs(price - vela) < abs(model.memory_copy(types["r"]) - vela)
 
@@ -178,9 +184,9 @@ def test_a_transpose_that_alone_reads_a_convolution_is_folded_where_vela_folds_i
     model = VelaCalibratedCost(target)
     assert model.folds_transpose_into_producer == folds
     alone, roots = conv_then_transpose(second_reader=False)
-    assert folded_transposes(alone, roots, model, lambda _value: NHWC) == (["t"] if folds else [])
+    assert folded_transposes(alone, readers_of(alone, roots), model, lambda _value: NHWC) == (["t"] if folds else [])
     shared, roots = conv_then_transpose(second_reader=True)
-    assert folded_transposes(shared, roots, model, lambda _value: NHWC) == []
+    assert folded_transposes(shared, readers_of(shared, roots), model, lambda _value: NHWC) == []
     transpose = model.cost(alone["t"], NHWC, [NHWC])
     priced = graph_cost(alone, ["t"], lambda _value: NHWC, model)
     assert graph_cost(shared, ["t", "rescale"], lambda _value: NHWC, model) - priced == pytest.approx(transpose if folds else 0.0)
@@ -190,7 +196,7 @@ def test_a_transpose_that_alone_reads_a_convolution_is_folded_where_vela_folds_i
 def test_only_the_fold_calibration_measured_is_assumed(producer, perm):
     """A CONV2D's output written NCHW was measured folded; a MATMUL's output, or another permutation, was not."""
     graph, roots = conv_then_transpose(second_reader=False, producer=producer, perm=perm)
-    assert folded_transposes(graph, roots, VelaCalibratedCost("ethos-u85-256"), lambda _value: NHWC) == []
+    assert folded_transposes(graph, readers_of(graph, roots), VelaCalibratedCost("ethos-u85-256"), lambda _value: NHWC) == []
 
 
 @pytest.mark.parametrize("target, folds", [("ethos-u55-128", False), ("ethos-u85-256", True)])
@@ -278,7 +284,7 @@ def test_a_table_is_free_where_vela_fuses_it_into_its_producer(target, producer,
     (lut,) = [layer for layer in estimate(_tosa_table_after(producer, other_reader), target).layers if layer.operator == "LUT"]
     fused = lut.cycles_total == 0
     graph, roots = _table_after(producer, other_reader)
-    assert fused_tables(graph, roots, lambda _value: INT8) == (["t"] if fused else [])
+    assert fused_tables(graph, readers_of(graph, roots), lambda _value: INT8) == (["t"] if fused else [])
     model = VelaCalibratedCost(target)
     costs = value_costs(graph, roots, lambda _value: INT8, model)
     alone = model.cost(graph["t"], INT8, [INT8, INT8])
@@ -289,7 +295,7 @@ def test_a_table_is_free_where_vela_fuses_it_into_its_producer(target, producer,
 
 def test_the_table_contexts_hold_both_answers():
     """The contexts above are not all one answer: Vela fuses the TABLE in some and runs it alone in others."""
-    fused = {(p, o) for p, o in TABLE_CONTEXTS if fused_tables(*_table_after(p, o), lambda _value: INT8)}
+    fused = {(p, o) for p, o in TABLE_CONTEXTS if fused_tables(*_with_readers(*_table_after(p, o)), lambda _value: INT8)}
     assert fused == {("add", False), ("conv", False), ("rescale", False), ("transpose", False)}
 
 
@@ -385,16 +391,16 @@ def test_a_slice_is_folded_into_its_readers_or_copied_as_vela_does(target, reade
     copies = sum(layer.operator == "MemoryCopy" and layer.source_operator == "Slice" for layer in layers)
     graph, roots = _slice_read_by(readers)
     model = VelaCalibratedCost(target)
-    prices = slice_prices(graph, roots, _types(graph), model)
+    prices = slice_prices(graph, readers_of(graph, roots), _types(graph), model)
     assert sum(price > 0 for price in prices.values()) == copies
     assert prices["s"] in (0.0, model.memory_copy(SLICED))
-    folded = folded_transposes(graph, roots, model, _types(graph))  # on Ethos-U85 the copy writes a one-pass transpose
+    folded = folded_transposes(graph, readers_of(graph, roots), model, _types(graph))  # on Ethos-U85 the copy writes a one-pass transpose
     assert value_costs(graph, roots, _types(graph), model)["s"] == transposing_slice_copies(graph, folded, _types(graph), model).get("s", prices["s"])
 
 
 def test_the_slice_readers_hold_both_answers():
     model = VelaCalibratedCost("ethos-u55-128")
-    copied = {r for r in SLICE_READERS if slice_prices(*_slice_read_by(r), _types(_slice_read_by(r)[0]), model)["s"] > 0}
+    copied = {r for r in SLICE_READERS if slice_prices(*_with_readers(*_slice_read_by(r)), _types(_slice_read_by(r)[0]), model)["s"] > 0}
     assert copied == {("transpose",), ("slice",), ("reshape",), ("output",), ("clamp", "transpose"), ("unit-reshape-slice",)}
 
 
@@ -420,7 +426,7 @@ def test_a_transpose_alone_behind_a_slice_is_folded_into_its_copy_where_vela_fol
     }
     types = {"x": wide, "pre": wide, "s": shape, "t": [shape[p] for p in perm]}
     type_of = lambda value: TensorType(tuple(types[value]), "torch.int8")  # noqa: E731
-    assert folded_transposes(graph, ["t"], VelaCalibratedCost(target), type_of) == (["t"] if folded else [])
+    assert folded_transposes(graph, readers_of(graph, ["t"]), VelaCalibratedCost(target), type_of) == (["t"] if folded else [])
 
 
 WIDE = TensorType((1, 64, 32), "torch.int32")
@@ -587,7 +593,7 @@ def test_a_batched_slice_is_folded_or_copied_one_leading_index_at_a_time_as_vela
     copies = [layer for layer in layers if layer.operator == "MemoryCopy" and layer.source_operator == "Slice"]
     model = VelaCalibratedCost(target)
     type_of = lambda value: TensorType(tuple(types[value]), "torch.int8")  # noqa: E731
-    price = slice_prices(graph, ["r"], type_of, model)["s"]
+    price = slice_prices(graph, readers_of(graph, ["r"]), type_of, model)["s"]
     assert len(copies) == (48 if reader == "reshape" else 0)
     assert price == (model.batched_copies(type_of("s")) if copies else 0.0)
     if copies:  # within the batched-copy fit's error of what Vela charges
@@ -661,7 +667,7 @@ def test_a_batched_slice_that_a_convolution_reads_is_copied_as_vela_does(target)
     type_of = lambda value: TensorType(tuple(types[value]), "torch.int8")  # noqa: E731
     model = VelaCalibratedCost(target)
     assert len(copies) == 8
-    price = slice_prices(graph, ["conv"], type_of, model)["s"]
+    price = slice_prices(graph, readers_of(graph, ["conv"]), type_of, model)["s"]
     assert price == model.batched_copies(type_of("s"))
     assert sum(layer.cycles_total for layer in copies) == pytest.approx(price, rel=0.3)
 
@@ -721,7 +727,7 @@ def test_an_int32_reshape_behind_an_int32_slice_is_not_removed_as_vela_does(targ
     types = {"x": TensorType((1, 1, 32, 32), "torch.int8"), "p": TensorType(tuple(wide), "torch.int32"), "s": TensorType(tuple(half), "torch.int32"),
              "r": TensorType(tuple(flat), "torch.int32"), "out": TensorType(tuple(flat), "torch.int8")}
     assert standalone_rescale > 0
-    assert removed_accumulator_reshapes(graph, ["out"], types.get) == []
+    assert removed_accumulator_reshapes(graph, readers_of(graph, ["out"]), types.get) == []
     assert value_costs(graph, ["out"], types.get, VelaCalibratedCost(target))["r"] > 0
 
 
@@ -797,7 +803,7 @@ def test_a_concat_copies_the_inputs_vela_cannot_write_in_place(target, first):
     model = VelaCalibratedCost(target)
     shapes = {"x0": {"transpose": [1, 16, 8, 8], "slice": [1, 8, 8, 32], "reshape": [1, 8, 128], "reshaped-conv": [1, 1, 64, 8]}.get(first, [1, 8, 8, 8]), "x1": [1, 8, 8, 8], "c0": {"transpose": [1, 16, 8, 8], "reshape": [1, 8, 128]}.get(first, [1, 8, 8, 32]), "cat": [1, 8, 8, 32], "acc0": [1, 1, 64, 16] if first == "reshaped-conv" else [1, 8, 8, 16]}
     type_of = lambda value: TensorType(tuple(shapes.get(value, [1, 8, 8, 16])), "torch.int32" if value.startswith(("acc", "wide")) else "torch.int8")  # noqa: E731
-    price = concat_prices(graph, roots, type_of, model)["cat"]
+    price = concat_prices(graph, readers_of(graph, roots), type_of, model)["cat"]
     assert price == pytest.approx(len(copies) * model.memory_copy(TensorType((1, 8, 8, 16), "torch.int8")))
     assert len(copies) == (0 if first in ("conv", "rescale") else 1)
 
@@ -866,7 +872,7 @@ def test_a_concat_with_a_batched_output_writes_unbatched_inputs_in_place_as_vela
     shapes = {"cat": out} | {f"r{i}": [math.prod(shape[:-1]), shape[-1]] for i in range(arity)}
     type_of = lambda value: TensorType(tuple(shapes.get(value, shape)), "torch.int8")  # noqa: E731
     model = VelaCalibratedCost(target)
-    price = concat_prices(graph, ["cat"], type_of, model)["cat"]
+    price = concat_prices(graph, readers_of(graph, ["cat"]), type_of, model)["cat"]
     copied_inputs = len(copies) // math.prod(shape[:-3]) if len(shape) > 3 else len(copies)
     assert copied_inputs == (arity if kind in ("input", "reshape") or math.prod(shape[:-3]) > 1 else 0)
     assert price == pytest.approx(copied_inputs * model.batched_copies(TensorType(tuple(shape), "torch.int8")))
@@ -896,7 +902,7 @@ def test_a_copied_concat_input_is_priced_as_vela_charges_it_on_ethos_u85():
         graph = {"x": leaf("x"), "w": leaf("w"), "acc": Term("Opaque", ("v", "w"), ("tosa.CONV2D.default#1",)), "v": leaf("v")}
         graph |= {"y": Term("Rescale", ("acc",), ("torch.int8", (3,) * shape[3], (30,) * shape[3], 0, 0, "")), "cat": Term("Concat", ("x", "y"), (3,))}
         type_of = lambda value: TensorType(tuple(out if value == "cat" else shape), "torch.int32" if value == "acc" else "torch.int8")  # noqa: E731
-        price = concat_prices(graph, ["cat"], type_of, model)["cat"]
+        price = concat_prices(graph, readers_of(graph, ["cat"]), type_of, model)["cat"]
         assert price == model.memory_copy(type_of("x"))
         errors.append(abs(price - vela) / vela)
         slice_model = model.data["models"]["isolated/slice/int8"]
@@ -906,3 +912,56 @@ def test_a_copied_concat_input_is_priced_as_vela_charges_it_on_ethos_u85():
     assert max(errors) < 0.30
     assert sum(errors) / len(errors) < 0.12
     assert sum(errors) < sum(slice_errors)
+
+
+def _every_context() -> tuple[dict, list[str], object]:
+    """A graph with a value of each context (a shared reshape input, a transpose, a table, a slice, a concat, a shared
+    input rescale), its roots and the type of each value."""
+    graph = {
+        "x": leaf("x"),
+        "a": unary("tosa.CLAMP.default#1", "x"),
+        "r": Term("Reshape", ("a",), ((1, 8, 8, 32),)),
+        "t": Term("Transpose", ("r",), ((0, 3, 1, 2),)),
+        "s": Term("Slice", ("a",), ((0, 0, 0, 0), (1, 8, 8, 32))),
+        "q": Term("Rescale", ("s",), ("torch.int32", (1.0,), (0,), 0, 0, "")),
+        "m": Term("Elementwise", ("q", "q"), ("tosa.MUL.default#1",)),
+        "cat": Term("Concat", ("t", "a"), (1,)),
+        "tab": Term("Table", ("cat", "x"), ("tosa.TABLE.default#1",)),
+    }
+    shapes = {"t": (1, 32, 8, 8), "cat": (1, 40, 8, 8)}
+    return graph, ["tab", "m", "a"], lambda v: TensorType(shapes.get(v, (1, 8, 8, 32)), "torch.int32" if v in "qm" else "torch.int8")
+
+
+def test_a_graph_cost_builds_the_graph_readers_once(model, monkeypatch):
+    """Every context reads one reader map per evaluation (a whole-graph evaluation used to build one per context)."""
+    import eqsat.extract.cost as cost
+
+    built = []
+    real = cost.readers_of
+    monkeypatch.setattr(cost, "readers_of", lambda graph, roots: built.append(graph) or real(graph, roots))
+    graph, roots, type_of = _every_context()
+    graph_cost(graph, roots, type_of, model)
+    value_costs(graph, roots, type_of, model)
+    assert len(built) == 2
+
+
+def test_the_contexts_read_the_readers_they_are_given(model):
+    """A context follows the Readers it is passed, not a reader map of its own: the same slice, read by a CLAMP, is
+    folded, and copied once the Readers also return it."""
+    graph = {"x": leaf("x"), "s": Term("Slice", ("x",), ((0, 0, 0), (1, 8, 32))), "c": unary("tosa.CLAMP.default#1", "s")}
+    readers = readers_of(graph, ["c"])
+    assert slice_prices(graph, readers, lambda _value: TYPE, model)["s"] == 0
+    returned = type(readers)(readers.of, readers.outputs + type(readers.outputs)(["s"]))
+    assert slice_prices(graph, returned, lambda _value: TYPE, model)["s"] == model.memory_copy(TYPE)
+
+
+def test_a_copy_of_a_tensor_type_is_priced_once_per_model(model, monkeypatch):
+    """Whole-graph evaluations ask for the same few copy prices again and again; the model prices each tensor type once."""
+    priced = []
+    real = model._batched_copies
+    monkeypatch.setattr(model, "_batched_copies", lambda tensor: priced.append(tensor) or real(tensor))
+    graph, roots, type_of = _every_context()
+    first = graph_cost(graph, roots, type_of, model)
+    assert priced
+    assert graph_cost(graph, roots, type_of, model) == first
+    assert len(priced) == len(set(priced))

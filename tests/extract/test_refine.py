@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from eqsat.ir import TensorType, Term
 from eqsat.extract import extract
-from eqsat.extract.cost import reshape_copies
+from eqsat.extract.cost import readers_of, reshape_copies
 from eqsat.extract.greedy import reachable
 from eqsat.extract.refine import refine, refine_from
 
@@ -47,7 +47,7 @@ def test_refine_avoids_a_reshape_that_vela_would_copy():
 
     def graph_cost(selection):
         live = {c: selection[c] for c in reachable(selection, ["a", "b"])}
-        return sum(term_cost(c, t) for c, t in live.items()) + reshape_copies(live, ["a", "b"], types.get, model)
+        return sum(term_cost(c, t) for c, t in live.items()) + reshape_copies(live, readers_of(live, ["a", "b"]), types.get, model)
 
     extracted = extract(candidates, ["a", "b"], term_cost)
     assert extracted.selection["a"].op == "Reshape" and graph_cost(extracted.selection) == 65.0
