@@ -68,11 +68,15 @@ FORMS = {
     # those steps at every output position.
     "u85:conv2d": ("one", "unit_macs", "elements", "in_elements", "weight_units_1x1", "weight_units_kxk"),
     "depthwise_conv2d": ("one", "macs", "elements", "in_elements", "weights"),
+    # Ethos-U55: output microblocks times the MAC steps of each (vela_cost._microblock_features).
+    "u55:depthwise_conv2d": ("one", "microblock_steps", "microblocks", "in_elements", "weights"),
     # Ethos-U85: channels in groups of 16 (vela_cost.DEPTHWISE_CHANNEL_GROUP).
     "u85:depthwise_conv2d": ("one", "channel_group_macs", "channel_group_elements", "in_elements", "weights"),
     "matmul": ("one", "macs", "elements", "in_elements"),
     "avg_pool2d": ("one", "elements", "in_elements", "in_elements_global"),
     "max_pool2d": ("one", "elements", "in_elements", "in_elements_global"),
+    # Ethos-U55: output microblocks (the window is not in the graph, and k=2 and k=3 pools share the fit).
+    "u55:max_pool2d": ("one", "microblocks"),
     "reduce_sum": ("one", "elements", "in_elements", "in_elements_last", "in_batched_elements"),
     "reduce_max": ("one", "elements", "in_elements", "in_elements_last", "in_batched_elements"),
     "resize": ("one", "elements", "in_elements"),
@@ -83,10 +87,12 @@ ACCESS_FEATURES = {
     "conv2d": ("out_channels",),
     "depthwise_conv2d": ("out_channels",),
     "matmul": ("out_channels",),
+    "max_pool2d": ("in_elements",),
 }
 """Features the access model of a family adds to its NPU form: a transpose's writes and reads, a
 convolution's per-channel bias and scale (on Ethos-U55 read from flash with the weights: a
-1x1 conv of 8 -> 160 channels takes 1058 NPU and 2256 access cycles)."""
+1x1 conv of 8 -> 160 channels takes 1058 NPU and 2256 access cycles), a pooling's input reads (its
+Ethos-U55 NPU form counts only output microblocks)."""
 ACCESS_PIECES = {
     # On Ethos-U85 a transpose pass that writes less than a 16-byte brick per position has access cycles
     # that grow with its output plane times the plane's longer side: (3, 9216) -> (9216, 3) costs

@@ -219,6 +219,9 @@ def _grid(target: str, split: str, scale: float) -> list[Sample]:
             if rank == 4:
                 shape[0] = 1
             add("concat_copy", shape=shape, axis=rng.randrange(rank), dtype=_dtype(rng, ("int8", "int8", "int16", "int32")))
+    if vela_cost.target_family(target) == "u55":
+        for _ in range(n(12)):  # depthwise convolutions over small maps
+            add("depthwise_conv2d", h=rng.choice((4, 8, 12, 16, 25)), w=rng.choice((4, 5, 8, 16)), c=rng.choice((8, 16, 24, 32, 64)), k=3, stride=rng.choice((1, 2)))
     return samples
 
 

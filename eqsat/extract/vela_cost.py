@@ -507,6 +507,26 @@ def _channel_group_features(out: TensorType | None, kernel_positions: int) -> di
     return {"channel_group_elements": grouped, "channel_group_macs": grouped * kernel_positions}
 
 
+U55_OFM_MICROBLOCK = (1, 2, 8)
+"""The output microblock (height, width, depth) Ethos-U55-128 computes in one step (Vela's architecture
+config): its MAC cycles grow with the microblocks an output covers, not with its elements."""
+
+
+def _microblocks(out: TensorType | None) -> int:
+    """How many U55 output microblocks (`U55_OFM_MICROBLOCK`) cover out's NHWC positions and channels."""
+    if out is None or len(out.shape) != 4:
+        return elements(out)
+    n, h, w, c = out.shape
+    return n * math.prod(-(-size // block) for size, block in zip((h, w, c), U55_OFM_MICROBLOCK))
+
+
+def _microblock_features(out: TensorType | None, kernel_steps: int) -> dict[str, float]:
+    """A depthwise convolution's or a pooling's work in Ethos-U55 output microblocks: the microblocks it
+    writes, and those times the MAC steps each takes (`kernel_steps`)."""
+    blocks = _microblocks(out)
+    return {"microblocks": float(blocks), "microblock_steps": float(blocks * kernel_steps)}
+
+
 def short_op_name(name: str) -> str:
     """'CONV2D' for 'tosa.CONV2D.default', 'convolution' for 'aten.convolution.default'."""
     return name.split(".")[1] if name.count(".") >= 2 else name
@@ -523,12 +543,16 @@ def _opaque_config(name: str, out: TensorType | None, args: list[TensorType | No
     if op == "DEPTHWISE_CONV2D" and weight is not None and len(weight.shape) == 4:  # HWCM
         splits = stride_splits(args[0], (weight.shape[0], weight.shape[1]), out)
         features = _conv_features(out, args, weight.shape[0] * weight.shape[1], splits)
+        features |= _microblock_features(out, -(-weight.shape[0] * weight.shape[1] // 4))  # 4 kernel positions a step
         return OpConfig("depthwise_conv2d", features | _channel_group_features(out, weight.shape[0] * weight.shape[1]))
     if op == "MATMUL" and args and args[0] is not None:
         return OpConfig("matmul", _conv_features(out, args, args[0].shape[-1]))
     if op == "convolution" and weight is not None and len(weight.shape) == 4:  # aten: O, I/groups, KH, KW
         if weight.shape[1] == 1 and weight.shape[0] > 1:
             features = _conv_features(out, args, math.prod(weight.shape[1:]))
+            if out is not None and len(out.shape) == 4:  # NCHW
+                nhwc = TensorType((out.shape[0], out.shape[2], out.shape[3], out.shape[1]), out.dtype)
+                features |= _microblock_features(nhwc, -(-weight.shape[2] * weight.shape[3] // 4))
             return OpConfig("depthwise_conv2d", features | _channel_group_features(out, weight.shape[2] * weight.shape[3]))
         features = _conv_features(out, args, math.prod(weight.shape[1:]))
         return OpConfig("conv2d", features | _weight_unit_features(out, (weight.shape[2], weight.shape[3]), weight.shape[1], 1))
@@ -541,6 +565,7 @@ def _opaque_config(name: str, out: TensorType | None, args: list[TensorType | No
         if op in ("AVG_POOL2D", "MAX_POOL2D") and x is not None and out is not None and len(x.shape) == len(out.shape) == 4:
             # a global pool: its window is the whole map, and Vela's pooling cycles grow with the window
             features["in_elements_global"] = n_in if out.shape[1] * out.shape[2] == 1 < x.shape[1] * x.shape[2] else 0.0
+            features |= _microblock_features(out, 1)
         return OpConfig(PROXY_OPS[op], features)
     if op == "RESCALE":
         return _rescale_config(args[0] if args else None, out, per_channel=True)

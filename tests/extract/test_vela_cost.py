@@ -476,3 +476,60 @@ def test_a_global_average_pool_costs_about_what_vela_charges(target):
     vela = estimate(g.tosa.serialize(), target).cycles_total
     predicted = VelaCalibratedCost(target).cost(Term("Opaque", (0,), ("tosa.AVG_POOL2D.default#0",)), tt([1, 1, 1, 32]), [tt([1, 25, 5, 32])])
     assert predicted == pytest.approx(vela, rel=0.35)
+
+
+def test_ethos_u55_runs_depthwise_channels_in_microblocks_of_8():
+    """A 3x3 depthwise convolution over 16x4 positions on Ethos-U55-128: 9 channels cost 56% more than 8 in Vela
+    (one more 8-channel output microblock, vela_cost.U55_OFM_MICROBLOCK), 16 channels 94% more; a 5-wide map costs
+    90% of a 6-wide one (microblocks 2 positions wide). The model follows (it priced 9 channels 10% above 8)."""
+    from eqsat.calibration.fit import sample_config
+    from eqsat.calibration.graphs import Sample
+
+    target = "ethos-u55-128"
+    samples = [Sample("depthwise_conv2d", {"h": 16, "w": w, "c": c, "k": 3, "stride": 1}) for w, c in ((4, 8), (4, 9), (4, 16), (5, 8), (6, 8))]
+    assert [vela_sample(s.kind, target, **s.params).cycles_total for s in samples] == [1088, 1696, 2112, 1440, 1600]
+    eight, nine, sixteen, five_wide, six_wide = (VelaCalibratedCost(target).cost_of(sample_config(s, target)) for s in samples)
+    assert nine > 1.5 * eight and sixteen > nine
+    assert five_wide > 0.95 * six_wide
+
+
+DEPTHWISE_U55 = [
+    dict(h=20, w=5, c=32, k=3, stride=1),
+    dict(h=10, w=10, c=24, k=3, stride=1),
+    dict(h=14, w=14, c=8, k=3, stride=1),
+    dict(h=6, w=6, c=64, k=3, stride=1),
+    dict(h=28, w=28, c=16, k=3, stride=2),
+    dict(h=40, w=7, c=48, k=3, stride=1),
+    dict(h=20, w=20, c=12, k=3, stride=2),
+]
+"""Depthwise convolutions of shapes the calibration grid does not hold. Measured with the committed calibration on
+Ethos-U55-128: 36% low to 20% high, mean 21% (before the microblocks: 49% low to 4% high, mean 25%)."""
+
+
+def _u55_heldout_errors(kind, shapes):
+    from eqsat.calibration.fit import sample_config
+    from eqsat.calibration.graphs import Sample
+
+    target, model = "ethos-u55-128", VelaCalibratedCost("ethos-u55-128")
+    errors = []
+    for params in shapes:
+        vela = vela_sample(kind, target, **params).cycles_total
+        errors.append(model.cost_of(sample_config(Sample(kind, params), target)) / vela - 1)
+    return errors
+
+
+def test_a_depthwise_convolution_is_priced_near_vela_on_ethos_u55():
+    errors = _u55_heldout_errors("depthwise_conv2d", DEPTHWISE_U55)
+    assert max(abs(e) for e in errors) <= 0.40 and sum(abs(e) for e in errors) / len(errors) <= 0.23, errors
+
+
+MAX_POOLS_U55 = [dict(shape=s, k=2, stride=2) for s in ([1, 16, 16, 16], [1, 24, 24, 32], [1, 48, 48, 8], [1, 20, 20, 24], [1, 14, 14, 64])]
+"""2x2 max pools of shapes the calibration grid does not hold. Measured with the committed calibration on Ethos-U55-128:
+16% low to 40% high, mean 20% (priced on input and output elements before: 2% low to 69% high, mean 33%). The window
+is not in the graph the model sees, so 3x3 pools (9 kernel steps per microblock against 4) stay underpriced: a 3x3
+stride-2 pool over 28x28x16 by 46%."""
+
+
+def test_a_max_pool_is_priced_near_vela_on_ethos_u55():
+    errors = _u55_heldout_errors("max_pool2d", MAX_POOLS_U55)
+    assert max(abs(e) for e in errors) <= 0.45 and sum(abs(e) for e in errors) / len(errors) <= 0.25, errors
