@@ -64,6 +64,11 @@ the calibrated standalone int8 -> int32 rescale of that shape is 6282).
 `shared_input_rescales` prices that standalone rescale. An op that reads one
 input rescale on both operands (x * x, the variance of a layer norm) reads
 it twice, which Vela treats as two readers: the rescale runs alone.
+On Ethos-U85 an input rescale also runs alone when the op reading it has a
+plain int32 operand (no input rescale writes it): a layer of its own that
+computes the op too, which costs 0 (`vela_cost.INPUT_RESCALE_ALONE_BESIDE_INT32`;
+a (1, 16) ADD: 101 cycles, a (1, 64, 32) one 3456, against 4 and 512 for the
+ADD of two rescaled operands). `shared_input_rescales` prices it as well.
 
 A sixth follows from it: a MUL whose input rescale runs alone keeps its
 int32 inputs, and Vela cannot fuse its output RESCALE either, which then runs
@@ -129,6 +134,10 @@ class CostModel(Protocol):
 
     def standalone_rescale(self, accumulator: TensorType | None) -> float:
         """The cost of an output RESCALE of the int32 accumulator run alone (not fused into the op writing it)."""
+
+    def input_rescale_beside_int32(self, reader: Term, source: TensorType | None, out: TensorType | None) -> float | None:
+        """The cost of an input RESCALE run alone, computing reader too, because reader's other operand is a plain
+        int32 tensor (None: the target fuses it into reader as usual)."""
 
 
 class UncalibratedTargetError(ValueError):
@@ -227,11 +236,12 @@ def shared_input_rescales(
     type_of: Callable[[Hashable], TensorType | None],
     model: CostModel,
 ) -> dict[Hashable, float]:
-    """What each input RESCALE of graph that several ops read costs on top of its price (see the module docstring).
+    """What each input RESCALE of graph that Vela runs alone costs on top of its price (see the module docstring).
 
     Vela fuses an input RESCALE into the ADD, SUB or MUL that reads it, when that op is its only reader and
     the target fuses into that op (`fuses_input_rescale_into`); a shared one runs alone: priced as the
-    standalone RESCALE it becomes, when one of its readers would have fused it.
+    standalone RESCALE it becomes, when one of its readers would have fused it. One whose reader's other
+    operand is a plain int32 tensor runs alone too where the target says so (`input_rescale_beside_int32`).
     """
     rescales = {value for value, term in graph.items() if _is_input_rescale(term, type_of(value))}
     if not rescales:
@@ -249,11 +259,18 @@ def shared_input_rescales(
         term = graph.get(reader)
         return term is not None and term.op == "Elementwise" and model.fuses_input_rescale_into(_opaque_name(term))
 
-    return {
+    prices = {
         value: model.standalone_input_rescale(type_of(term.args[0]), type_of(value))
         for value, term in graph.items()
         if value in rescales and len(reads[value]) > 1 and any(map(fusing, reads[value]))
     }
+    for value in rescales.difference(prices):
+        (reader,) = reads[value] if len(reads[value]) == 1 else (None,)
+        if fusing(reader) and not rescales.issuperset(graph[reader].args):
+            price = model.input_rescale_beside_int32(graph[reader], type_of(graph[value].args[0]), type_of(value))
+            if price is not None:
+                prices[value] = price
+    return prices
 
 
 def _is_output_rescale(term: Term, source: TensorType | None, out: TensorType | None) -> bool:
