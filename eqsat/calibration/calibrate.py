@@ -183,8 +183,11 @@ def load_cache(path: Path, version: str) -> dict[str, dict]:
             record = json.loads(line)
         except json.JSONDecodeError:
             continue
-        if record.get("vela") == version and (record.get("status") != "ok" or "cycles_total" in record):  # older lines lack the memory measures
-            records[record["key"]] = record
+        if record.get("vela") != version or record.get("status") == "ok" and "cycles_total" not in record:  # older lines lack the memory measures
+            continue
+        if record.get("kind") == "module" and record.get("status") == "ok" and "operands" not in record:  # nor which node reads which
+            continue
+        records[record["key"]] = record
     return records
 
 
@@ -236,11 +239,17 @@ def lower_block(params: dict, target: str) -> dict:
     finally:
         eqsat.uninstall()
     nodes: list = []
+    operands: list[list[int]] = []  # per node, the positions in nodes of its operands
+    outputs: list[int] = []  # the positions in nodes of the graph outputs
     for graph_module in eqsat_pass.input_graphs:
         read = bridge_fx.read_graph(graph_module)
+        position: dict[int, int] = {}
         for i, (node, term) in enumerate(zip(read.nodes, read.terms)):
             if node.users or node.op == "placeholder":
+                position[i] = len(nodes)
                 nodes.append(serialize_node(term, read.type_of(i), [read.type_of(a) for a in term.args]))
+                operands.append([position[a] for a in term.args])
+        outputs += [position[i] for i in read.outputs]
     estimates = [vela.estimate(graph, target) for graph in lowered.tosa_flatbuffers]
     cycles = {
         "npu": sum(e.cycles_npu for e in estimates),
@@ -248,7 +257,7 @@ def lower_block(params: dict, target: str) -> dict:
         "total": sum(e.cycles_total for e in estimates),
         **{m: sum(getattr(layer, MEASURES[m]) for e in estimates for layer in e.layers) for m in ("sram", "dram", "flash")},
     }
-    return {"nodes": nodes, "cycles": cycles, "cpu_ops": lowered.cpu_ops}
+    return {"nodes": nodes, "operands": operands, "outputs": outputs, "cycles": cycles, "cpu_ops": lowered.cpu_ops}
 
 
 def measure_block(samples: list[Sample], target: str, version: str) -> list[dict]:
@@ -270,7 +279,7 @@ def measure_block(samples: list[Sample], target: str, version: str) -> list[dict
     if result["cpu_ops"]:
         return [_record(sample, target, version, "cpu", error=f"on the CPU: {result['cpu_ops']}")]
     record = _record(sample, target, version, "ok", {m: {"graph": c} for m, c in result["cycles"].items()})
-    record["nodes"] = result["nodes"]
+    record |= {"nodes": result["nodes"], "operands": result["operands"], "outputs": result["outputs"]}
     return [record]
 
 

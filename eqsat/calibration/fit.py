@@ -390,6 +390,22 @@ def graph_configs(record: dict, target: str) -> list[OpConfig]:
     return [op_config(*deserialize_node(node), target) for node in record["nodes"]]
 
 
+def rescale_contexts(record: dict, target: str, known: dict[str, dict]) -> float:
+    """What the input RESCALEs that Vela runs alone in a module sample, and the MUL output RESCALEs that then run
+    alone, cost beyond their ops' prices (`cost.shared_input_rescales`, `cost.unfused_output_rescales`), priced
+    with the known models; 0 for samples measured without their operands."""
+    from eqsat.extract import cost
+
+    if "operands" not in record:
+        return 0.0
+    nodes = [deserialize_node(node) for node in record["nodes"]]
+    graph = {i: Term(term.op, tuple(operands), term.attrs) for i, ((term, _, _), operands) in enumerate(zip(nodes, record["operands"]))}
+    types = {i: out for i, (_, out, _) in enumerate(nodes)}
+    model = vela_cost.VelaCalibratedCost(target, data={"format_version": vela_cost.FORMAT_VERSION, "target": target, "vela_version": "", "models": known})
+    alone = cost.shared_input_rescales(graph, cost.readers_of(graph, record["outputs"]), types.get, model)
+    return sum(alone.values()) + sum(cost.unfused_output_rescales(graph, types.get, model, alone).values())
+
+
 def _predict(models: dict[str, dict], config: OpConfig) -> float:
     if config.fixed is not None:
         return 0.0 if math.isinf(config.fixed) else config.fixed
@@ -406,8 +422,9 @@ def fit_jointly(records: list[dict], target: str, known: dict[str, dict]) -> dic
     """Fit JOINT_FORMS' families together: a graph's cycles = the sum of its ops' costs (NNLS, weights 1/cycles).
 
     Ops of other families are priced with the `known` single-op models and subtracted first, and so is the
-    elementwise pass of each binary op where the target runs it as measured alone (`vela_cost.elementwise_pass`):
-    the joint families fit what the rescales, clamps and broadcasts cost beyond it.
+    elementwise pass of each binary op where the target runs it as measured alone (`vela_cost.elementwise_pass`),
+    and the rescales Vela runs alone in their context (`rescale_contexts`, as graph_cost prices them): the joint
+    families fit what the rescales, clamps and broadcasts cost beyond them.
     """
     from scipy.optimize import nnls
 
@@ -418,6 +435,7 @@ def fit_jointly(records: list[dict], target: str, known: dict[str, dict]) -> dic
     configs = [graph_configs(r, target) for r in graphs]
     x = np.array([_joint_row(c, columns) for c in configs])
     offset = np.array([sum(_predict(known, k) if k.family not in JOINT_FORMS else vela_cost.elementwise_pass(known, k, target) for k in c) for c in configs])
+    offset += np.array([rescale_contexts(r, target, known) for r in graphs])
     y = np.array([measured(r, "total")[1] for r in graphs])
     weight = 1.0 / np.maximum(y, 1.0)
     a, b = x * weight[:, None], np.maximum(y - offset, 0.0) * weight

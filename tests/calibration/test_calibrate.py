@@ -85,6 +85,13 @@ def test_cache_lines_without_the_memory_measures_are_measured_again(tmp_path):
     assert calibrate.load_cache(cache, vela_version()) == {}
 
 
+def test_module_lines_without_their_operands_are_measured_again(tmp_path):
+    cache = tmp_path / "samples.jsonl"
+    line = {"vela": vela_version(), "status": "ok", "cycles_total": 1, "kind": "module", "nodes": []}
+    cache.write_text(json.dumps({**line, "key": "old"}) + "\n" + json.dumps({**line, "key": "new", "operands": [], "outputs": []}) + "\n")
+    assert list(calibrate.load_cache(cache, vela_version())) == ["new"]
+
+
 def test_layers_are_attributed_to_the_sample_and_op_that_caused_them():
     graph, layouts = build_tosa(
         [

@@ -2,8 +2,10 @@
 
 import pytest
 
-from eqsat.calibration.fit import Observation, binding, fit_access
-from eqsat.extract.vela_cost import _linear
+from eqsat.calibration.fit import Observation, binding, fit_access, rescale_contexts
+from eqsat.calibration.graphs import serialize_node
+from eqsat.extract.vela_cost import VelaCalibratedCost, _linear
+from eqsat.ir import TensorType, Term
 
 FORM = ("one", "elements", "weights")
 
@@ -34,3 +36,37 @@ def test_flash_is_fitted_where_it_binds_when_there_are_enough_such_samples():
     found = [observation(i, 1, 1000, 1000) for i in range(5)] + [observation(5, 1, 1000, 50)]
     assert [o.key for o in binding(found, npu)] == ["k0", "k1", "k2", "k3", "k4"]
     assert len(binding(found[4:], npu)) == 2  # too few binding samples: all of them
+
+
+def _module_record(plain: bool, with_operands: bool = True) -> dict:
+    """x (int8) -> input RESCALE -> ADD(wide, y) -> output RESCALE, y an int32 graph input (plain) or rescaled."""
+    narrow, wide = TensorType((1, 64, 32), "torch.int8"), TensorType((1, 64, 32), "torch.int32")
+    rescale_in = Term("Rescale", (0,), ("torch.int32", (1 << 30,), (30,), 3, 0, 1))
+    nodes = [serialize_node(Term("Opaque", (), ("x",)), narrow, []), serialize_node(rescale_in, wide, [narrow])]
+    nodes.append(serialize_node(Term("Opaque", (), ("y",)), wide if plain else narrow, []))
+    operands = [[], [0], []]
+    if not plain:
+        nodes.append(serialize_node(rescale_in, wide, [narrow]))
+        operands.append([2])
+    nodes.append(serialize_node(Term("Elementwise", (0, 1), ("tosa.ADD.default#2",)), wide, [wide, wide]))
+    operands.append([1, 2 if plain else 3])
+    nodes.append(serialize_node(Term("Rescale", (0,), ("torch.int8", (1 << 30,), (49,), 0, 0, 3)), narrow, [wide]))
+    operands.append([len(nodes) - 2])
+    record = {"kind": "module", "nodes": nodes}
+    return record | ({"operands": operands, "outputs": [len(nodes) - 1]} if with_operands else {})
+
+
+def test_the_joint_fit_subtracts_the_rescales_graph_cost_prices_alone_in_a_module_sample():
+    target = "ethos-u85-256"
+    model = VelaCalibratedCost(target)
+    known = model.data["models"]
+    narrow, wide = TensorType((1, 64, 32), "torch.int8"), TensorType((1, 64, 32), "torch.int32")
+    add = Term("Elementwise", ("wide", "y"), ("tosa.ADD.default#2",))
+    assert rescale_contexts(_module_record(plain=True), target, known) == pytest.approx(model.input_rescale_beside_int32(add, narrow, wide))
+    assert rescale_contexts(_module_record(plain=True), target, known) > 0
+
+
+def test_the_joint_fit_subtracts_nothing_more_does_not_fire_without_a_rescale_run_alone_or_without_operands():
+    known = VelaCalibratedCost("ethos-u85-256").data["models"]
+    assert rescale_contexts(_module_record(plain=False), "ethos-u85-256", known) == 0.0
+    assert rescale_contexts(_module_record(plain=True, with_operands=False), "ethos-u85-256", known) == 0.0

@@ -965,3 +965,52 @@ def test_a_copy_of_a_tensor_type_is_priced_once_per_model(model, monkeypatch):
     assert priced
     assert graph_cost(graph, roots, type_of, model) == first
     assert len(priced) == len(set(priced))
+
+
+def _beside_int32(op: str, shape: list[int], plain: bool) -> tuple[bytes, dict, dict]:
+    """x (int8) -> input RESCALE -> op(wide, y) -> output RESCALE, with y a plain int32 graph input (plain) or an
+    int8 one behind its own input RESCALE: the TOSA graph, and the same graph as terms with their types."""
+    g = _Graph()
+    scale = "unit" if op == "MUL" else "add"
+    x = g.input(shape, "int8")
+    y = g.input(shape, "int32") if plain else _rescale(g, "iny", g.input(shape, "int8"), shape, "int8", "int32", scale, zero_points=(3, 0))
+    wide = _rescale(g, "inx", x, shape, "int8", "int32", scale, zero_points=(3, 0))
+    g.output(_rescale(g, "out", _binary(g, "op", op, wide, y, shape), shape, "int32", "int8", "mul_out" if op == "MUL" else "add_out"))
+    narrow, int32 = TensorType(tuple(shape), "torch.int8"), TensorType(tuple(shape), "torch.int32")
+    graph = {"x": leaf("x"), "y": leaf("y"), "wide": input_rescale("x", 1)}
+    graph |= {} if plain else {"wide_y": input_rescale("y", 2)}
+    graph |= {"z": Term("Elementwise", ("wide", "y" if plain else "wide_y"), (f"tosa.{op}.default#3",)), "out": output_rescale("z", 4)}
+    types = {"x": narrow, "y": int32 if plain else narrow, "wide": int32, "wide_y": int32, "z": int32, "out": narrow}
+    return g.tosa.serialize(), graph, types
+
+
+@pytest.mark.parametrize(
+    "op, shape, rescale, output_rescale",
+    [("ADD", [1, 16], 101, None), ("SUB", [1, 64, 32], 3456, None), ("ADD", [1, 16, 48], 1336, None), ("MUL", [1, 64, 32], 3456, 5824)],
+)
+def test_an_input_rescale_beside_a_plain_int32_operand_runs_alone_with_its_op_on_ethos_u85(op, shape, rescale, output_rescale):
+    """Vela (Ethos-U85) runs the input RESCALE as a layer of its own that computes the op too (0 cycles for the op; a
+    MUL's output RESCALE runs alone as well); with both operands rescaled it fuses all into one layer. graph_cost
+    ranks the two as Vela does and charges the difference within a quarter."""
+    target = "ethos-u85-256"
+    model = VelaCalibratedCost(target)
+    (plain_tosa, plain, plain_types), (pair_tosa, pair, pair_types) = (_beside_int32(op, shape, p) for p in (True, False))
+    layers = [(layer.source_operator, layer.cycles_total) for layer in estimate(plain_tosa, target).layers]
+    assert layers == [("Rescale", rescale), (op.capitalize(), 0), *([("Rescale", output_rescale)] if output_rescale else [])]
+    vela_plain, vela_pair = estimate(plain_tosa, target).cycles_total, estimate(pair_tosa, target).cycles_total
+    model_plain, model_pair = graph_cost(plain, ["out"], plain_types.get, model), graph_cost(pair, ["out"], pair_types.get, model)
+    assert vela_plain > vela_pair
+    assert model_plain - model_pair == pytest.approx(vela_plain - vela_pair, rel=0.25)
+
+
+def test_an_input_rescale_beside_a_plain_int32_operand_costs_nothing_more_does_not_fire_on_ethos_u55():
+    """Left to Ethos-U55's own calibration (see vela_cost.INPUT_RESCALE_ALONE_BESIDE_INT32)."""
+    model = VelaCalibratedCost("ethos-u55-128")
+    _, graph, types = _beside_int32("MUL", [1, 64, 32], plain=True)
+    assert graph_cost(graph, ["out"], types.get, model) == pytest.approx(sum(model.cost(t, types[v], [types.get(a) for a in t.args]) for v, t in graph.items()))
+
+
+def test_an_input_rescale_beside_another_input_rescale_costs_nothing_more_does_not_fire_when_both_operands_are_rescaled():
+    model = VelaCalibratedCost("ethos-u85-256")
+    _, graph, types = _beside_int32("ADD", [1, 64, 32], plain=False)
+    assert value_costs(graph, ["out"], types.get, model)["wide"] == pytest.approx(model.cost(graph["wide"], types["wide"], [types["x"]]))
