@@ -743,6 +743,21 @@ CONCAT_INPUTS = {
 }
 
 
+def _reshaped_conv(g: _Graph, graph: dict, shape: list[int], i: int) -> str:
+    """A 1x1 CONV2D over (1, 1, 64, 8), its int32 output reshaped to shape and rescaled to int8, in TOSA and as terms
+    (graph[f"in{i}"] is the RESCALE)."""
+    from eqsat.calibration.graphs import _bias, _weights
+
+    inputs = [g.input([1, 1, 64, 8], "int8"), g.const([16, 1, 1, 8], "int8", _weights([16, 1, 1, 8])), g.const([16], "int32", _bias(16)), g.const([1], "int8", [0]), g.const([1], "int8", [0])]
+    attribute = _attr("Conv2dAttribute", pad=[0, 0, 0, 0], stride=[1, 1], dilation=[1, 1], local_bound=False, acc_type=ts.DType.INT32)
+    acc = g.op(f"p{i}", ts.Op.CONV2D, inputs, [1, 1, 64, 16], "int32", attribute)
+    r = g.op(f"q{i}", ts.Op.RESHAPE, [acc, g.shape_const(shape)], shape, "int32", _attr("ReshapeAttribute"))
+    graph[f"acc{i}"] = Term("Opaque", (f"x{i}", "w"), (f"tosa.CONV2D.default#{i}",))
+    graph[f"wide{i}"] = Term("Reshape", (f"acc{i}",), (tuple(shape),))
+    graph[f"in{i}"] = Term("Rescale", (f"wide{i}",), ("torch.int8", (3,) * 16, (30,) * 16, 0, 0, str(i)))
+    return _rescale(g, f"p{i}", r, shape, "int32", "int8", "mul_out", channels=16)
+
+
 def _concat_input(g: _Graph, graph: dict, roots: list, kind: str, i: int) -> str:
     """One (1, 8, 8, 16) input of a concat, in TOSA and as terms (graph[f"in{i}"])."""
     from eqsat.calibration.graphs import _conv
@@ -757,16 +772,7 @@ def _concat_input(g: _Graph, graph: dict, roots: list, kind: str, i: int) -> str
             roots.append(f"in{i}")
         return y
     if kind == "reshaped-conv":
-        from eqsat.calibration.graphs import _bias, _weights
-
-        inputs = [g.input([1, 1, 64, 8], "int8"), g.const([16, 1, 1, 8], "int8", _weights([16, 1, 1, 8])), g.const([16], "int32", _bias(16)), g.const([1], "int8", [0]), g.const([1], "int8", [0])]
-        attribute = _attr("Conv2dAttribute", pad=[0, 0, 0, 0], stride=[1, 1], dilation=[1, 1], local_bound=False, acc_type=ts.DType.INT32)
-        acc = g.op(f"p{i}", ts.Op.CONV2D, inputs, [1, 1, 64, 16], "int32", attribute)
-        r = g.op(f"q{i}", ts.Op.RESHAPE, [acc, g.shape_const(shape)], shape, "int32", _attr("ReshapeAttribute"))
-        graph[f"acc{i}"] = Term("Opaque", (f"x{i}", "w"), (f"tosa.CONV2D.default#{i}",))
-        graph[f"wide{i}"] = Term("Reshape", (f"acc{i}",), (tuple(shape),))
-        graph[f"in{i}"] = Term("Rescale", (f"wide{i}",), ("torch.int8", (3,) * 16, (30,) * 16, 0, 0, str(i)))
-        return _rescale(g, f"p{i}", r, shape, "int32", "int8", "mul_out", channels=16)
+        return _reshaped_conv(g, graph, shape, i)
     if kind == "input":
         graph[f"in{i}"] = leaf(f"in{i}")
         return g.input(shape, "int8")
@@ -825,16 +831,7 @@ def _stacked_part(g: _Graph, graph: dict, kind: str, shape: list[int], i: int) -
     """One input of a concat, in TOSA and as terms (graph[f"in{i}"]): a RESCALE's or CLAMP's output, a graph input,
     or a RESHAPE of a RESCALE's output (rank 2 -> shape)."""
     if kind == "reshaped-conv":
-        from eqsat.calibration.graphs import _bias, _weights
-
-        inputs = [g.input([1, 1, 64, 8], "int8"), g.const([16, 1, 1, 8], "int8", _weights([16, 1, 1, 8])), g.const([16], "int32", _bias(16)), g.const([1], "int8", [0]), g.const([1], "int8", [0])]
-        attribute = _attr("Conv2dAttribute", pad=[0, 0, 0, 0], stride=[1, 1], dilation=[1, 1], local_bound=False, acc_type=ts.DType.INT32)
-        acc = g.op(f"p{i}", ts.Op.CONV2D, inputs, [1, 1, 64, 16], "int32", attribute)
-        r = g.op(f"q{i}", ts.Op.RESHAPE, [acc, g.shape_const(shape)], shape, "int32", _attr("ReshapeAttribute"))
-        graph[f"acc{i}"] = Term("Opaque", (f"x{i}", "w"), (f"tosa.CONV2D.default#{i}",))
-        graph[f"wide{i}"] = Term("Reshape", (f"acc{i}",), (tuple(shape),))
-        graph[f"in{i}"] = Term("Rescale", (f"wide{i}",), ("torch.int8", (3,) * 16, (30,) * 16, 0, 0, str(i)))
-        return _rescale(g, f"p{i}", r, shape, "int32", "int8", "mul_out", channels=16)
+        return _reshaped_conv(g, graph, shape, i)
     if kind == "input":
         graph[f"in{i}"] = leaf(f"in{i}")
         return g.input(shape, "int8")
