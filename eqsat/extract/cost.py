@@ -78,7 +78,15 @@ norm's x * x in tds-conv1d, conformer-block, attention-permute,
 mobilevit-patch-attention, bandwise-mlp and emg-gru-gesture runs its input
 and output rescales as layers of their own (on Ethos-U55 a (1, 64, 32)
 square: 2560 + 2560 cycles, and 3072 for the rescale in front of it; on
-Ethos-U85 1920 + 5632). The output rescales of ADD and SUB stay fused.
+Ethos-U85 1920 + 5632). The output rescales of ADD and SUB stay fused, unless
+something else reads the op's int32 output too (another op, another RESCALE, a
+graph output): then the ADD, SUB or MUL writes int32 and each output rescale
+reading it runs alone. Measured with hand-built graphs: a
+(1, 64, 32) ADD costs 512 cycles on Ethos-U85 with its rescale fused, and
+512 + 5824 when the sum is also returned; Ethos-U55 alike, 2560 + 2560
+(`vela_cost.OUTPUT_RESCALE_ALONE_BESIDE_READER`). On tds-conv1d (U85) a layer
+norm's affine ADD is read by its output rescale and by the residual ADD: a
+5824-cycle rescale that the model had priced fused.
 
 A seventh: a RESHAPE of an int32 accumulator that alone reads its producer and
 is read only by RESCALEs is removed, the RESCALE fused into the producer
@@ -138,6 +146,10 @@ class CostModel(Protocol):
     def input_rescale_beside_int32(self, reader: Term, source: TensorType | None, out: TensorType | None) -> float | None:
         """The cost of an input RESCALE run alone, computing reader too, because reader's other operand is a plain
         int32 tensor (None: the target fuses it into reader as usual)."""
+
+    def output_rescale_beside_reader(self, accumulator: TensorType | None) -> float | None:
+        """The cost of an output RESCALE of the int32 accumulator run alone because something else reads the
+        accumulator too (None: the target's calibration prices it)."""
 
 
 class UncalibratedTargetError(ValueError):
@@ -294,26 +306,35 @@ def _is_output_rescale(term: Term, source: TensorType | None, out: TensorType | 
     return narrow and term.op == "Elementwise" and _opaque_name(term) == "RESCALE"
 
 
+OUTPUT_RESCALE_PRODUCERS = frozenset({"ADD", "SUB", "MUL"})
+"""The int32 producers whose output RESCALE Vela runs alone when something else reads their output too (measured)."""
+
+
 def unfused_output_rescales(
     graph: dict[Hashable, Term],
+    readers: Readers,
     type_of: Callable[[Hashable], TensorType | None],
     model: CostModel,
     standalone_inputs: Iterable[Hashable],
 ) -> dict[Hashable, float]:
-    """What each output RESCALE of a MUL that reads a standalone input rescale costs on top of its price (see the
-    module docstring): the MUL keeps int32 inputs and its output rescale runs alone, priced as the standalone
-    int32 RESCALE it becomes."""
+    """What each output RESCALE that Vela runs alone costs on top of its price (see the module docstring): that of a
+    MUL that reads a standalone input rescale (the MUL keeps int32 inputs), priced as the standalone int32 RESCALE it
+    becomes, and that of an ADD, SUB or MUL whose int32 output has another reader, where the target says so
+    (`output_rescale_beside_reader`)."""
     standalone = set(standalone_inputs)
-    unfused_muls = {
-        value
-        for value, term in graph.items()
-        if term.op == "Elementwise" and _opaque_name(term) == "MUL" and standalone.intersection(term.args)
-    }
-    return {
-        value: model.standalone_rescale(type_of(term.args[0]))
-        for value, term in graph.items()
-        if term.args and term.args[0] in unfused_muls and _is_output_rescale(term, type_of(term.args[0]), type_of(value))
-    }
+    prices = {}
+    for value, term in graph.items():
+        producer = graph.get(term.args[0]) if term.args else None
+        if producer is None or producer.op != "Elementwise" or not _is_output_rescale(term, type_of(term.args[0]), type_of(value)):
+            continue
+        name = _opaque_name(producer)
+        if name == "MUL" and standalone.intersection(producer.args):
+            prices[value] = model.standalone_rescale(type_of(term.args[0]))
+        elif name in OUTPUT_RESCALE_PRODUCERS and readers.count(term.args[0]) > 1:
+            price = model.output_rescale_beside_reader(type_of(term.args[0]))
+            if price is not None:
+                prices[value] = price
+    return prices
 
 
 FOLDED_PERMUTATIONS = frozenset({(0, 3, 1, 2)})
@@ -586,7 +607,7 @@ def _contexts(
     in_context = slice_prices(live, readers, type_of, model) | transposing_slice_copies(live, folded, type_of, model)
     in_context |= concat_prices(live, readers, type_of, model)
     shared = shared_input_rescales(live, readers, type_of, model)
-    unfused = {**shared, **unfused_output_rescales(live, type_of, model, shared)}
+    unfused = {**shared, **unfused_output_rescales(live, readers, type_of, model, shared)}
     return live, readers, term_cost, free, in_context, unfused
 
 

@@ -1011,3 +1011,89 @@ def test_an_input_rescale_beside_another_input_rescale_costs_nothing_more_does_n
     model = VelaCalibratedCost("ethos-u85-256")
     _, graph, types = _beside_int32("ADD", [1, 64, 32], plain=False)
     assert value_costs(graph, ["out"], types.get, model)["wide"] == pytest.approx(model.cost(graph["wide"], types["wide"], [types["x"]]))
+
+
+def _read_beside_its_output_rescale(op: str, shape: list[int], second: str | None) -> tuple[bytes, dict, list[str], dict]:
+    """x, y (int8) -> input RESCALEs -> op -> output RESCALE, with the op's int32 output read by nothing else (None),
+    also returned ("output"), also read by an int32 -> int16 RESCALE ("rescale"), or also read as the plain int32
+    operand of an ADD of the output rescale ("add", a layer norm's affine ADD beside its residual ADD in
+    tds-conv1d): the TOSA graph, and the same graph as terms with their roots and types."""
+    g = _Graph()
+    scale = "unit" if op == "MUL" else "add"
+    x, y = g.input(shape, "int8"), g.input(shape, "int8")
+    a = _rescale(g, "ina", x, shape, "int8", "int32", scale, zero_points=(3, 0))
+    b = _rescale(g, "inb", y, shape, "int8", "int32", scale, zero_points=(3, 0))
+    z = _binary(g, "op", op, a, b, shape)
+    out = _rescale(g, "out", z, shape, "int32", "int8", "mul_out" if op == "MUL" else "add_out", zero_points=(0, 5))
+    g.output(out)
+    narrow, wide = TensorType(tuple(shape), "torch.int8"), TensorType(tuple(shape), "torch.int32")
+    graph = {"x": leaf("x"), "y": leaf("y"), "a": input_rescale("x", 1), "b": input_rescale("y", 2)}
+    graph |= {"z": Term("Elementwise", ("a", "b"), (f"tosa.{op}.default#3",)), "out": output_rescale("z", 4)}
+    types, roots = {"x": narrow, "y": narrow, "a": wide, "b": wide, "z": wide, "out": narrow}, ["out"]
+    if second == "output":
+        g.output(z)
+        roots.append("z")
+    elif second == "rescale":
+        g.output(_rescale(g, "out2", z, shape, "int32", "int16", "add_out"))
+        graph["out2"] = Term("Rescale", ("z",), ("torch.int16", (1 << 30,), (49,), 0, 0, 5))
+        types["out2"] = TensorType(tuple(shape), "torch.int16")
+        roots.append("out2")
+    elif second == "add":
+        c = _rescale(g, "inc", out, shape, "int8", "int32", "add", zero_points=(5, 0))
+        g.output(_rescale(g, "out2", _binary(g, "op2", "ADD", c, z, shape), shape, "int32", "int8", "add_out"))
+        graph |= {"c": input_rescale("out", 6), "z2": Term("Elementwise", ("c", "z"), ("tosa.ADD.default#7",)), "out2": output_rescale("z2", 8)}
+        types |= {"c": wide, "z2": wide, "out2": narrow}
+        roots.append("out2")
+    return g.tosa.serialize(), graph, roots, types
+
+
+@pytest.mark.parametrize("op", ["ADD", "SUB", "MUL"])
+@pytest.mark.parametrize(
+    "shape, second, layers",
+    [
+        ([1, 64, 32], "output", [512, 5824]),
+        ([1, 64, 32], "rescale", [512, 5824, 5824]),
+        ([1, 64, 32], "add", [512, 5824, 3456, 0]),
+        ([1, 16, 48], "output", [192, 2224]),
+        ([1, 16, 48], "add", [192, 2224, 1336, 0]),
+    ],
+)
+def test_an_output_rescale_whose_int32_input_has_another_reader_runs_alone_on_ethos_u85(op, shape, second, layers):
+    """With its op's int32 output read by nothing else, Vela (Ethos-U85) fuses the output RESCALE into the op (one
+    layer); with another reader, the op writes int32 and each output RESCALE reading it is a layer of its own.
+    graph_cost charges the difference within a quarter."""
+    target = "ethos-u85-256"
+    model = VelaCalibratedCost(target)
+    alone_tosa, alone, alone_roots, alone_types = _read_beside_its_output_rescale(op, shape, None)
+    read_tosa, read, read_roots, read_types = _read_beside_its_output_rescale(op, shape, second)
+    estimated = estimate(read_tosa, target)
+    assert [layer.cycles_total for layer in estimated.layers] == layers
+    assert [layer.source_operator for layer in estimated.layers][:2] == [op.capitalize(), "Rescale"]
+    vela_alone = estimate(alone_tosa, target).cycles_total
+    assert vela_alone == layers[0]
+    model_alone, model_read = graph_cost(alone, alone_roots, alone_types.get, model), graph_cost(read, read_roots, read_types.get, model)
+    assert model_read - model_alone == pytest.approx(estimated.cycles_total - vela_alone, rel=0.25)
+    costs = value_costs(read, read_roots, read_types.get, model)
+    assert costs["out"] == pytest.approx(model.cost(read["out"], read_types["out"], [read_types["z"]]) + model.standalone_rescale(read_types["z"]))
+
+
+def test_an_output_rescale_costs_nothing_more_does_not_fire_when_nothing_else_reads_its_int32_input():
+    model = VelaCalibratedCost("ethos-u85-256")
+    _, graph, roots, types = _read_beside_its_output_rescale("ADD", [1, 64, 32], None)
+    assert value_costs(graph, roots, types.get, model)["out"] == pytest.approx(model.cost(graph["out"], types["out"], [types["z"]]))
+
+
+def test_an_output_rescale_costs_nothing_more_does_not_fire_on_ethos_u55():
+    """Left to Ethos-U55's own calibration (see vela_cost.OUTPUT_RESCALE_ALONE_BESIDE_READER)."""
+    model = VelaCalibratedCost("ethos-u55-128")
+    _, graph, roots, types = _read_beside_its_output_rescale("SUB", [1, 64, 32], "output")
+    assert value_costs(graph, roots, types.get, model)["out"] == pytest.approx(model.cost(graph["out"], types["out"], [types["z"]]))
+
+
+def test_an_output_rescale_costs_nothing_more_does_not_fire_when_its_producer_is_not_an_add_sub_or_mul():
+    model = VelaCalibratedCost("ethos-u85-256")
+    _, graph, roots, types = _read_beside_its_output_rescale("ADD", [1, 64, 32], "output")
+    graph["z"] = Term("Reduce", ("a",), ("tosa.REDUCE_SUM.default#3", 2))
+    types["z"] = TensorType((1, 64, 1), "torch.int32")
+    types["out"] = TensorType((1, 64, 1), "torch.int8")
+    assert value_costs(graph, roots, types.get, model)["out"] == pytest.approx(model.cost(graph["out"], types["out"], [types["z"]]))
