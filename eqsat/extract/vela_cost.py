@@ -328,12 +328,12 @@ costs 3456 cycles, the rescale alone 1920, the ADD of two rescaled tensors 512. 
 (10752 cycles against 2048 for two rescaled operands), left to its calibration; its ADD and SUB never fuse them."""
 
 OUTPUT_RESCALE_ALONE_BESIDE_READER = frozenset({"u85"})
-"""The target families on which the model prices an output RESCALE of an ADD, SUB or MUL as run alone when something
-else reads the op's int32 output too (another op, another RESCALE, a graph output): the op writes int32 and each of
+"""The target families on which the model prices an output RESCALE of an ADD, SUB, MUL or REDUCE_SUM as run alone when
+something else reads the op's int32 output too (another op, another RESCALE, a graph output): the op writes int32 and each of
 its output rescales becomes a layer of its own. Measured on Ethos-U85 (tests/extract/test_cost.py): a (1, 64, 32)
 ADD of two rescaled int8 tensors costs 512 cycles with its output rescale fused, and 512 + 5824 when the int32 sum
-is also returned. Ethos-U55 runs it alike (2560 + 2560 against 2560), left to its calibration: its joint rescale
-fit was measured without this context and absorbs it on the zoo (tds-conv1d: -0.3% with it, +2.1% without)."""
+is also returned. Ethos-U55 runs it alike (2560 + 2560 against 2560), left to its calibration until that is refitted
+with this context: its fits overprice the layer norms that hold it (tds-conv1d, U55: -0.3% without it, +2.1% with)."""
 
 
 def dtype_name(t: TensorType | None) -> str:
