@@ -64,11 +64,13 @@ the calibrated standalone int8 -> int32 rescale of that shape is 6282).
 `shared_input_rescales` prices that standalone rescale. An op that reads one
 input rescale on both operands (x * x, the variance of a layer norm) reads
 it twice, which Vela treats as two readers: the rescale runs alone.
-On Ethos-U85 an input rescale also runs alone when the op reading it has a
-plain int32 operand (no input rescale writes it): a layer of its own that
-computes the op too, which costs 0 (`vela_cost.INPUT_RESCALE_ALONE_BESIDE_INT32`;
-a (1, 16) ADD: 101 cycles, a (1, 64, 32) one 3456, against 4 and 512 for the
-ADD of two rescaled operands). `shared_input_rescales` prices it as well.
+An input rescale also runs alone when the op reading it has a plain int32
+operand (no input rescale writes it; `VelaCalibratedCost.input_rescale_beside_int32`):
+on Ethos-U85 a layer of its own that computes the op too, which costs 0 (a
+(1, 16) ADD: 101 cycles, a (1, 64, 32) one 3456, against 4 and 512 for the
+ADD of two rescaled operands); on Ethos-U55, where it fuses only into MUL, a
+rescale alone in front of the MUL's own pass (a (1, 64, 32) MUL: 10752 cycles
+with its output rescale, against 2048). `shared_input_rescales` prices it as well.
 
 A sixth follows from it: a MUL whose input rescale runs alone keeps its
 int32 inputs, and Vela cannot fuse its output RESCALE either, which then runs
@@ -135,9 +137,9 @@ class CostModel(Protocol):
     def standalone_rescale(self, accumulator: TensorType | None) -> float:
         """The cost of an output RESCALE of the int32 accumulator run alone (not fused into the op writing it)."""
 
-    def input_rescale_beside_int32(self, reader: Term, source: TensorType | None, out: TensorType | None) -> float | None:
-        """The cost of an input RESCALE run alone, computing reader too, because reader's other operand is a plain
-        int32 tensor (None: the target fuses it into reader as usual)."""
+    def input_rescale_beside_int32(self, reader: Term, source: TensorType | None, out: TensorType | None) -> float:
+        """The cost of an input RESCALE run alone because reader's other operand is a plain int32 tensor, and of
+        whatever of reader Vela computes in that layer rather than in reader's own."""
 
 
 class UncalibratedTargetError(ValueError):
@@ -261,7 +263,7 @@ def shared_input_rescales(
     Vela fuses an input RESCALE into the ADD, SUB or MUL that reads it, when that op is its only reader and
     the target fuses into that op (`fuses_input_rescale_into`); a shared one runs alone: priced as the
     standalone RESCALE it becomes, when one of its readers would have fused it. One whose reader's other
-    operand is a plain int32 tensor runs alone too where the target says so (`input_rescale_beside_int32`).
+    operand is a plain int32 tensor runs alone too (`input_rescale_beside_int32`).
     """
 
     def fusing(reader) -> bool:
@@ -280,9 +282,7 @@ def shared_input_rescales(
             if any(map(fusing, reads)) and is_input_rescale(value):
                 prices[value] = model.standalone_input_rescale(type_of(term.args[0]), type_of(value))
         elif reads and fusing(reads[0]) and is_input_rescale(value) and not all(arg in graph and is_input_rescale(arg) for arg in graph[reads[0]].args):
-            price = model.input_rescale_beside_int32(graph[reads[0]], type_of(term.args[0]), type_of(value))
-            if price is not None:
-                prices[value] = price
+            prices[value] = model.input_rescale_beside_int32(graph[reads[0]], type_of(term.args[0]), type_of(value))
     return prices
 
 

@@ -320,13 +320,6 @@ PROXY_OPS = {
 ATEN_CLAMPS = frozenset({"clamp", "relu", "hardtanh"})
 INPUT_RESCALE_FUSING_OPS = {"u55": frozenset({"MUL"}), "u85": frozenset({"ADD", "SUB", "MUL"})}
 """The elementwise ops into which Vela fuses an input RESCALE (int8 -> int32) that only they read, per target family."""
-INPUT_RESCALE_ALONE_BESIDE_INT32 = frozenset({"u85"})
-"""The target families on which Vela runs an input RESCALE as a layer of its own when the ADD, SUB or MUL reading
-it has a plain int32 operand (one no input RESCALE writes): that layer also computes the op, which gets 0 cycles.
-Measured on Ethos-U85 (tests/extract/test_cost.py): a (1, 64, 32) ADD of a rescaled int8 tensor and an int32 one
-costs 3456 cycles, the rescale alone 1920, the ADD of two rescaled tensors 512. Ethos-U55 runs a MUL's alike
-(10752 cycles against 2048 for two rescaled operands), left to its calibration; its ADD and SUB never fuse them."""
-
 
 def dtype_name(t: TensorType | None) -> str:
     """'int8' for torch.int8; 'int8' when unknown."""
@@ -780,15 +773,22 @@ class VelaCalibratedCost:
             return 0.0
         return op_cycles(model, OpConfig("isolated/rescale", _basic(out)))
 
-    def input_rescale_beside_int32(self, reader: Term, source: TensorType | None, out: TensorType | None) -> float | None:
-        """An input RESCALE (source -> out) that the binary op reader reads beside a plain int32 operand, where Vela runs
-        it as a layer of its own that also computes reader (`INPUT_RESCALE_ALONE_BESIDE_INT32`): the rescale and the
-        op's elementwise pass, each measured alone; None where the target fuses it as usual."""
-        if target_family(self.target) not in INPUT_RESCALE_ALONE_BESIDE_INT32:
-            return None
+    def input_rescale_beside_int32(self, reader: Term, source: TensorType | None, out: TensorType | None) -> float:
+        """An input RESCALE (source -> out) that the binary op reader reads beside a plain int32 operand (one no input
+        RESCALE writes: a graph input, a constant, another op's int32 output, broadcast or not): Vela runs it as a
+        layer of its own, the rescale measured alone. Measured with hand-built graphs (tests/extract/test_cost.py):
+        - Ethos-U85 computes the op in that layer too (0 cycles for the op), so it costs the op's elementwise pass
+          as well: a (1, 64, 32) ADD of a rescaled int8 tensor and an int32 one costs 3456 cycles, the rescale
+          alone 1920, the ADD of two rescaled tensors 512;
+        - Ethos-U55 runs the op as its own pass, which the op's price holds already (`elementwise_pass`): a
+          (1, 64, 32) MUL costs 3072 + 2560 for the rescale, 2560 for the MUL and 2560 for its output rescale
+          (`cost.unfused_output_rescales`), 10752 in all, against 2048 for the MUL of two rescaled tensors."""
+        price = self.standalone_input_rescale(source, out)
+        if target_family(self.target) in ELEMENTWISE_PASS_ALONE:
+            return price
         config = op_config(reader, out, [out, out], self.target)
         model = self._models.get(f"isolated/{config.family}")
-        return self.standalone_input_rescale(source, out) + (op_cycles(model, config) if model is not None else 0.0)
+        return price + (op_cycles(model, config) if model is not None else 0.0)
 
     def cost_of(self, config: OpConfig) -> float:
         if config.fixed is not None:
