@@ -391,9 +391,8 @@ def graph_configs(record: dict, target: str) -> list[OpConfig]:
 
 
 def rescale_contexts(record: dict, target: str, known: dict[str, dict]) -> float:
-    """What the input RESCALEs that Vela runs alone in a module sample, and the MUL output RESCALEs that then run
-    alone, cost beyond their ops' prices (`cost.shared_input_rescales`, `cost.unfused_output_rescales`), priced
-    with the known models; 0 for samples measured without their operands."""
+    """What the RESCALEs that Vela runs alone in a module sample cost beyond their ops' prices (`cost.rescales_alone`),
+    priced with the known models; 0 for samples measured without their operands."""
     from eqsat.extract import cost
 
     if "operands" not in record:
@@ -402,8 +401,7 @@ def rescale_contexts(record: dict, target: str, known: dict[str, dict]) -> float
     graph = {i: Term(term.op, tuple(operands), term.attrs) for i, ((term, _, _), operands) in enumerate(zip(nodes, record["operands"]))}
     types = {i: out for i, (_, out, _) in enumerate(nodes)}
     model = vela_cost.VelaCalibratedCost(target, data={"format_version": vela_cost.FORMAT_VERSION, "target": target, "vela_version": "", "models": known})
-    alone = cost.shared_input_rescales(graph, cost.readers_of(graph, record["outputs"]), types.get, model)
-    return sum(alone.values()) + sum(cost.unfused_output_rescales(graph, types.get, model, alone).values())
+    return sum(cost.rescales_alone(graph, cost.readers_of(graph, record["outputs"]), types.get, model).values())
 
 
 def _predict(models: dict[str, dict], config: OpConfig) -> float:

@@ -318,8 +318,16 @@ PROXY_OPS = {
     "RESIZE": "resize",
 }
 ATEN_CLAMPS = frozenset({"clamp", "relu", "hardtanh"})
-INPUT_RESCALE_FUSING_OPS = {"u55": frozenset({"MUL"}), "u85": frozenset({"ADD", "SUB", "MUL"})}
-"""The elementwise ops into which Vela fuses an input RESCALE (int8 -> int32) that only they read, per target family."""
+INPUT_RESCALE_FUSING_OPS = {"u55": frozenset({"ADD", "SUB", "MUL"}), "u85": frozenset({"ADD", "SUB", "MUL"})}
+"""The elementwise ops into which Vela fuses an input RESCALE (int8 -> int32) that only they read, per target family
+(on Ethos-U55 an ADD's or SUB's only as `VelaCalibratedCost.fuses_add_sub` says)."""
+ADD_SUB_FUSED_INPUT_SCALE = {"u55": 2.0**19}
+"""The target families on which Vela fuses an ADD or SUB with its input RESCALEs only when one of them scales by
+exactly this and the other by less: what the Arm backend emits for two inputs of different scales (each rescaled to
+2^20 times its share of twice the larger scale). Measured on Ethos-U55 (tests/extract/test_cost.py): a (1, 64, 32) ADD
+of rescales by 2^19 and by 0.25-0.99 x 2^19 (or 0.001 x) is one 3072-cycle pass; by 2^19 and 2^19, 1.01-4 x 2^19, or
+two scales both below 2^19 (2^18 and 0.7 x 2^18, 2^17 and 2^17) its rescales run alone (3072 + 2560 each), then the
+ADD (2560) and its output RESCALE (2560): 16384 cycles."""
 
 def dtype_name(t: TensorType | None) -> str:
     """'int8' for torch.int8; 'int8' when unknown."""
@@ -758,13 +766,27 @@ class VelaCalibratedCost:
         return op_cycles(model, OpConfig("isolated/rescale", _basic(accumulator)))
 
     def fuses_input_rescale_into(self, op: str) -> bool:
-        """Whether Vela fuses an input RESCALE into the elementwise op (ADD, SUB, MUL) reading it alone, on target.
-
-        Measured (tests/extract/test_cost.py): Ethos-U85 fuses it into ADD, SUB and MUL; Ethos-U55 only into
-        MUL, and runs the input rescales of an ADD or SUB as passes of their own (3072 + 2560 cycles for a
-        (1, 64, 32) operand), shared or not.
-        """
+        """Whether Vela can fuse an input RESCALE into the elementwise op (ADD, SUB, MUL) reading it alone, on target
+        (measured, tests/extract/test_cost.py; on Ethos-U55 an ADD or SUB also needs what `fuses_add_sub` checks)."""
         return op in INPUT_RESCALE_FUSING_OPS[target_family(self.target)]
+
+    def fuses_add_sub(self, scales: tuple[float | None, ...] | None, output_rescaled_alone: bool) -> bool:
+        """Whether Vela runs an ADD or SUB as one pass with its input and output RESCALEs fused into it, on target.
+
+        Where `ADD_SUB_FUSED_INPUT_SCALE` restricts it (Ethos-U55), only when both operands are input RESCALEs that
+        it alone reads (scales: their scales, None for one whose scale is unknown; None when an operand is no such
+        rescale), one scaling by that scale and the other by less, and its int32 output is read by one output
+        RESCALE alone (output_rescaled_alone); otherwise its input RESCALEs and its output RESCALE run as layers of
+        their own (measured, tests/extract/test_cost.py: also when the ADD's int32 output is a graph output or is read
+        by another op or a second RESCALE). Elsewhere always, as far as these contexts go."""
+        fused = ADD_SUB_FUSED_INPUT_SCALE.get(target_family(self.target))
+        if fused is None:
+            return True
+        if scales is None or len(scales) != 2 or not output_rescaled_alone:
+            return False
+        if None in scales:
+            return True
+        return max(scales) == fused and min(scales) < fused
 
     def standalone_input_rescale(self, source: TensorType | None, out: TensorType | None) -> float:
         """An input RESCALE (source -> int32) that Vela cannot fuse into the op reading it (measured alone)."""
