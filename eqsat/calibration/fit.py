@@ -46,7 +46,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from eqsat.ir import TensorType, Term
+from eqsat.ir import TensorType, Term, with_window
 from eqsat.ops import concat, reduce, transpose
 from eqsat.extract import vela_cost
 from eqsat.calibration.graphs import Sample, conv_geometry, deserialize_node
@@ -75,8 +75,8 @@ FORMS = {
     "matmul": ("one", "macs", "elements", "in_elements"),
     "avg_pool2d": ("one", "elements", "in_elements", "in_elements_global"),
     "max_pool2d": ("one", "elements", "in_elements", "in_elements_global"),
-    # Ethos-U55: output microblocks (the window is not in the graph, and k=2 and k=3 pools share the fit).
-    "u55:max_pool2d": ("one", "microblocks"),
+    # Ethos-U55: output microblocks, and those times the window's positions (a step each).
+    "u55:max_pool2d": ("one", "microblocks", "microblock_steps"),
     "reduce_sum": ("one", "elements", "in_elements", "in_elements_last", "in_batched_elements"),
     "reduce_max": ("one", "elements", "in_elements", "in_elements_last", "in_batched_elements"),
     "resize": ("one", "elements", "in_elements"),
@@ -167,7 +167,8 @@ def sample_config(sample: Sample, target: str) -> OpConfig:
     if kind in ("avg_pool2d", "max_pool2d"):
         _, h, w, c = p["shape"]
         _, oh, ow = conv_geometry(h, w, p["k"], p["stride"], same=False)
-        return opaque(kind.upper(), _tt([1, oh, ow, c], "int8"), [_tt(p["shape"], "int8")])
+        key = with_window(f"tosa.{kind.upper()}.default#0", (p["k"], p["k"]))
+        return op_config(_term("Opaque", 1, (key,)), _tt([1, oh, ow, c], "int8"), [_tt(p["shape"], "int8")], target)
     if kind in ("reduce_sum", "reduce_max"):
         dtype = "int32" if kind == "reduce_sum" else "int8"
         return opaque(kind.upper(), _tt(reduce.output_shape(p["shape"], p["axis"]), dtype), [_tt(p["shape"], dtype)])

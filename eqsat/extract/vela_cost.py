@@ -98,7 +98,9 @@ What each op costs
   small grid (each with its output rescale): CONV2D and DEPTHWISE_CONV2D
   (MACs, output and input elements, weights), MATMUL (MACs, elements),
   AVG_POOL2D/MAX_POOL2D (elements, and the input of a global pool, whose
-  window is the whole map), REDUCE_SUM/REDUCE_MAX (elements, and whether the
+  window is the whole map; on Ethos-U55 a max pool by its output
+  microblocks and those times its window's positions, which its key carries,
+  `ir.with_window`), REDUCE_SUM/REDUCE_MAX (elements, and whether the
   channels are reduced), RESIZE (elements). A convolution with a stride
   above 3 runs as one convolution per output position along that axis
   (`stride_splits`), each with its fixed cost and its weights. On Ethos-U85
@@ -142,7 +144,7 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from eqsat.ir import MAX_RANK, TensorType, Term
+from eqsat.ir import MAX_RANK, TensorType, Term, window_of
 
 CALIBRATION_DIR = Path(__file__).parent / "calibration"
 FORMAT_VERSION = 2
@@ -539,7 +541,11 @@ def short_op_name(name: str) -> str:
     return name.split(".")[1] if name.count(".") >= 2 else name
 
 
-def _opaque_config(name: str, out: TensorType | None, args: list[TensorType | None]) -> OpConfig:
+DEFAULT_POOL_WINDOW = (2, 2)
+"""The window a pooling whose key carries none (`ir.window_of`) is priced with."""
+
+
+def _opaque_config(name: str, out: TensorType | None, args: list[TensorType | None], window: tuple[int, int] | None = None) -> OpConfig:
     op = short_op_name(name)
     weight = args[1] if len(args) > 1 else None
     if op == "CONV2D" and weight is not None and len(weight.shape) == 4:  # OHWI
@@ -572,7 +578,8 @@ def _opaque_config(name: str, out: TensorType | None, args: list[TensorType | No
         if op in ("AVG_POOL2D", "MAX_POOL2D") and x is not None and out is not None and len(x.shape) == len(out.shape) == 4:
             # a global pool: its window is the whole map, and Vela's pooling cycles grow with the window
             features["in_elements_global"] = n_in if out.shape[1] * out.shape[2] == 1 < x.shape[1] * x.shape[2] else 0.0
-            features |= _microblock_features(out, 1)
+            # on Ethos-U55 a pooling takes a step per window position for each output microblock it writes
+            features |= _microblock_features(out, math.prod(window or DEFAULT_POOL_WINDOW))
         return OpConfig(PROXY_OPS[op], features)
     if op == "RESCALE":
         return _rescale_config(args[0] if args else None, out, per_channel=True)
@@ -632,7 +639,7 @@ def op_config(term: Term, out: TensorType | None, args: list[TensorType | None],
     if term.op == "Elementwise":
         return _elementwise_config(name, out, args)
     # Reduce and Table: priced as the opaque op they were read from (the key names it)
-    return _opaque_config(name, out, args)
+    return _opaque_config(name, out, args, window_of(term.attrs[0]))
 
 
 # ---------------------------------------------------------------- the model
