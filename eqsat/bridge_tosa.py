@@ -37,7 +37,7 @@ from tosa.NanPropagationMode import NanPropagationMode
 from tosa.Op import Op
 from tosa.TosaGraph import TosaGraph
 
-from eqsat.ops.nodes import TOSA, node_args, op_name
+from eqsat.ops.nodes import POOL_WINDOW_META, TOSA, node_args, op_name
 from eqsat.ops.rescale import multipliers_and_shifts, scales_of
 
 READS_VERSION = (1, 0)
@@ -322,6 +322,8 @@ class _Reader:
         else:
             self.tensor_meta(node, output)
         node.meta["tosa_source"] = (index, tuple(operand_positions), _signature(args, kwargs))
+        if operator.op in ("MAX_POOL2D", "AVG_POOL2D") and "Kernel" in operator.fields:
+            node.meta[POOL_WINDOW_META] = tuple(int(k) for k in operator.fields["Kernel"])
         self.nodes[output] = node
 
     def constant(self, name: bytes) -> np.ndarray | None:

@@ -20,7 +20,8 @@ class Term(NamedTuple):
     Transpose (perm,), Concat (axis,), Slice (start, size), Reshape (shape,),
     Rescale (dtype, multipliers, shifts, in_zp, out_zp, tag), Reduce (key, axis),
     Pad (padding, value), Opaque, Elementwise and Table (key,) (Table's args are
-    its input and its lookup table).
+    its input and its lookup table). A key is "<op name>#<id>"; a pooling's also
+    carries its window (`with_window`), which its price depends on.
     """
 
     op: str
@@ -65,6 +66,21 @@ class Graph(NamedTuple):
             [None if t is None else TensorType(tuple(t[0]), t[1]) for t in data["types"]],
             list(data["outputs"]),
         )
+
+
+WINDOW_MARK = "@"
+
+
+def with_window(key: str, window: tuple[int, int]) -> str:
+    """An opaque pooling's key with its window (kernel height, width) appended: "tosa.MAX_POOL2D.default#3@3x3"."""
+    return f"{key}{WINDOW_MARK}{window[0]}x{window[1]}"
+
+
+def window_of(key: str) -> tuple[int, int] | None:
+    """The window `with_window` appended to key; None when it carries none."""
+    _, mark, window = key.rpartition(WINDOW_MARK)
+    height, x, width = window.partition("x")
+    return (int(height), int(width)) if mark and x and height.isdigit() and width.isdigit() else None
 
 
 def _tuples(value):

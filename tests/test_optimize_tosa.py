@@ -241,3 +241,18 @@ def test_eqsat_optimize_help_says_what_it_does_its_defaults_and_an_example(capsy
     assert "TOSA reference model" in text and "cycles_total" in text
     assert "(default: 3)" in text and "(default: 0)" in text
     assert "example: eqsat optimize" in text
+
+
+@pytest.mark.parametrize("kind, k", [("max_pool2d", 3), ("avg_pool2d", 2)])
+def test_a_pooling_read_from_a_file_carries_its_window_as_in_the_lowering(kind, k):
+    """The window sits in the operator's attribute, not among its inputs; the opaque term's key carries it
+    (`ir.with_window`), as it does for the TOSA dialect's node inside a lowering, so both are priced alike."""
+    from eqsat import bridge_fx
+    from eqsat.calibration.graphs import Sample, build_tosa
+    from eqsat.ir import window_of
+
+    data, _ = build_tosa([Sample(kind, {"shape": [1, 12, 12, 8], "k": k, "stride": 2})])
+    graph_module, _ = bridge_tosa.read(data)
+    read = bridge_fx.read_graph(graph_module)
+    pools = [t for t in read.terms if t.op == "Opaque" and kind.upper() in t.attrs[0]]
+    assert [window_of(t.attrs[0]) for t in pools] == [(k, k)]

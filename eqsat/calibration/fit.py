@@ -46,7 +46,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from eqsat.ir import TensorType, Term
+from eqsat.ir import TensorType, Term, with_window
 from eqsat.ops import concat, reduce, transpose
 from eqsat.extract import vela_cost
 from eqsat.calibration.graphs import Sample, conv_geometry, deserialize_node
@@ -75,8 +75,8 @@ FORMS = {
     "matmul": ("one", "macs", "elements", "in_elements"),
     "avg_pool2d": ("one", "elements", "in_elements", "in_elements_global"),
     "max_pool2d": ("one", "elements", "in_elements", "in_elements_global"),
-    # Ethos-U55: output microblocks (the window is not in the graph, and k=2 and k=3 pools share the fit).
-    "u55:max_pool2d": ("one", "microblocks"),
+    # Ethos-U55: output microblocks, and those times the window's positions (a step each).
+    "u55:max_pool2d": ("one", "microblocks", "microblock_steps"),
     "reduce_sum": ("one", "elements", "in_elements", "in_elements_last", "in_batched_elements"),
     "reduce_max": ("one", "elements", "in_elements", "in_elements_last", "in_batched_elements"),
     "resize": ("one", "elements", "in_elements"),
@@ -167,7 +167,8 @@ def sample_config(sample: Sample, target: str) -> OpConfig:
     if kind in ("avg_pool2d", "max_pool2d"):
         _, h, w, c = p["shape"]
         _, oh, ow = conv_geometry(h, w, p["k"], p["stride"], same=False)
-        return opaque(kind.upper(), _tt([1, oh, ow, c], "int8"), [_tt(p["shape"], "int8")])
+        key = with_window(f"tosa.{kind.upper()}.default#0", (p["k"], p["k"]))
+        return op_config(_term("Opaque", 1, (key,)), _tt([1, oh, ow, c], "int8"), [_tt(p["shape"], "int8")], target)
     if kind in ("reduce_sum", "reduce_max"):
         dtype = "int32" if kind == "reduce_sum" else "int8"
         return opaque(kind.upper(), _tt(reduce.output_shape(p["shape"], p["axis"]), dtype), [_tt(p["shape"], dtype)])
@@ -391,9 +392,9 @@ def graph_configs(record: dict, target: str) -> list[OpConfig]:
 
 
 def rescale_contexts(record: dict, target: str, known: dict[str, dict]) -> float:
-    """What the input RESCALEs that Vela runs alone in a module sample, and the output RESCALEs that then run alone
-    (or whose int32 input has another reader), cost beyond their ops' prices (`cost.shared_input_rescales`,
-    `cost.unfused_output_rescales`), priced with the known models; 0 for samples measured without their operands."""
+    """What the RESCALEs that Vela runs alone in a module sample cost beyond their ops' prices (`cost.rescales_alone`:
+    input rescales run alone, and output rescales of unfused ops or of an int32 output another op reads too), priced with
+    the known models; 0 for samples measured without their operands."""
     from eqsat.extract import cost
 
     if "operands" not in record:
@@ -402,9 +403,7 @@ def rescale_contexts(record: dict, target: str, known: dict[str, dict]) -> float
     graph = {i: Term(term.op, tuple(operands), term.attrs) for i, ((term, _, _), operands) in enumerate(zip(nodes, record["operands"]))}
     types = {i: out for i, (_, out, _) in enumerate(nodes)}
     model = vela_cost.VelaCalibratedCost(target, data={"format_version": vela_cost.FORMAT_VERSION, "target": target, "vela_version": "", "models": known})
-    readers = cost.readers_of(graph, record["outputs"])
-    alone = cost.shared_input_rescales(graph, readers, types.get, model)
-    return sum(alone.values()) + sum(cost.unfused_output_rescales(graph, readers, types.get, model, alone).values())
+    return sum(cost.rescales_alone(graph, cost.readers_of(graph, record["outputs"]), types.get, model).values())
 
 
 def _predict(models: dict[str, dict], config: OpConfig) -> float:

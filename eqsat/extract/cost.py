@@ -55,7 +55,8 @@ layer of its own, and read by a RESHAPE it is 48 MemoryCopy layers
 
 A fifth: an input RESCALE (per tensor, into int32) is fused by Vela into
 the op that reads it, if that op is its only reader and one Vela fuses
-into (U85: ADD, SUB, MUL; U55: MUL). When several ops read one, it runs
+into (ADD, SUB, MUL; on U55 an ADD or SUB only as the eighth context says).
+When several ops read one, it runs
 alone and its readers run without it: merging
 every duplicate op of tds-conv1d, input rescales included, cost +18.8%
 cycles_total on U55 (a shared (1, 64, 32) rescale: a 3072-cycle standalone
@@ -64,11 +65,13 @@ the calibrated standalone int8 -> int32 rescale of that shape is 6282).
 `shared_input_rescales` prices that standalone rescale. An op that reads one
 input rescale on both operands (x * x, the variance of a layer norm) reads
 it twice, which Vela treats as two readers: the rescale runs alone.
-On Ethos-U85 an input rescale also runs alone when the op reading it has a
-plain int32 operand (no input rescale writes it): a layer of its own that
-computes the op too, which costs 0 (`vela_cost.INPUT_RESCALE_ALONE_BESIDE_INT32`;
-a (1, 16) ADD: 101 cycles, a (1, 64, 32) one 3456, against 4 and 512 for the
-ADD of two rescaled operands). `shared_input_rescales` prices it as well.
+An input rescale also runs alone when the op reading it has a plain int32
+operand (no input rescale writes it; `VelaCalibratedCost.input_rescale_beside_int32`):
+on Ethos-U85 a layer of its own that computes the op too, which costs 0 (a
+(1, 16) ADD: 101 cycles, a (1, 64, 32) one 3456, against 4 and 512 for the
+ADD of two rescaled operands); on Ethos-U55 a rescale alone in front of the
+op's own pass (a (1, 64, 32) MUL: 10752 cycles with its output rescale,
+against 2048). `shared_input_rescales` prices it as well.
 
 A sixth follows from it: a MUL whose input rescale runs alone keeps its
 int32 inputs, and Vela cannot fuse its output RESCALE either, which then runs
@@ -78,20 +81,34 @@ norm's x * x in tds-conv1d, conformer-block, attention-permute,
 mobilevit-patch-attention, bandwise-mlp and emg-gru-gesture runs its input
 and output rescales as layers of their own (on Ethos-U55 a (1, 64, 32)
 square: 2560 + 2560 cycles, and 3072 for the rescale in front of it; on
-Ethos-U85 1920 + 5632). The output rescales of ADD and SUB stay fused, unless
-something else reads the op's int32 output too (another op, another RESCALE, a
-graph output): then the ADD, SUB or MUL writes int32 and each output rescale
-reading it runs alone. Measured with hand-built graphs: a
-(1, 64, 32) ADD costs 512 cycles on Ethos-U85 with its rescale fused, and
-512 + 5824 when the sum is also returned; Ethos-U55 alike, 2560 + 2560
+Ethos-U85 1920 + 5632). On Ethos-U85 the output rescales of ADD and SUB stay
+fused there, unless something else reads the op's int32 output too (another
+op, another RESCALE, a graph output): then the ADD, SUB or MUL writes int32
+and each output rescale reading it runs alone. Measured with hand-built
+graphs: a (1, 64, 32) ADD costs 512 cycles on Ethos-U85 with its rescale
+fused, and 512 + 5824 when the sum is also returned
 (`vela_cost.OUTPUT_RESCALE_ALONE_BESIDE_READER`). On tds-conv1d (U85) a layer
 norm's affine ADD is read by its output rescale and by the residual ADD: a
-5824-cycle rescale that the model had priced fused.
+5824-cycle rescale that the model had priced fused. Ethos-U55 runs such an
+ADD or SUB unfused, with all its rescales (the eighth context below).
 
 A seventh: a RESHAPE of an int32 accumulator that alone reads its producer and
 is read only by RESCALEs is removed, the RESCALE fused into the producer
 (`removed_accumulator_reshapes`); with another reader of the producer it is
 copied and the RESCALE runs alone, as the model prices int32 data movement.
+
+An eighth, on Ethos-U55 (`VelaCalibratedCost.fuses_add_sub`): Vela fuses an
+ADD or SUB with its input and output RESCALEs into one pass (3072 cycles for
+(1, 64, 32)) only when both operands are input rescales that it alone reads,
+one scaling by exactly 2^19 and the other by less (the pair the Arm backend
+emits for inputs of different scales; inputs of equal scales get 2^19 twice),
+and one output RESCALE alone reads its int32 output. Otherwise each of its
+rescales runs as a layer of its own (16384 cycles: 3072 + 2560 per input
+rescale, 2560 for the op, 2560 for its output rescale): a softmax's x - max(x),
+whose operands share a scale, and a residual ADD whose int32 sum another ADD
+also reads (tds-conv1d). `unfused_add_subs` finds them, and `rescales_alone`
+prices their rescales with the others. Not modelled: an output RESCALE whose
+scale is a power of two stays fused (the hand-built (1 << 30, 49) one).
 
 `graph_cost` is the one function that prices a graph: every live term once,
 and these contexts. The pipeline's acceptance and the local search call it.
@@ -137,15 +154,20 @@ class CostModel(Protocol):
     def fuses_input_rescale_into(self, op: str) -> bool:
         """Whether the target fuses an input RESCALE into the elementwise op (ADD, SUB, MUL) that alone reads it."""
 
+    def fuses_add_sub(self, scales: tuple[float | None, ...] | None, output_rescaled_alone: bool) -> bool:
+        """Whether the target runs an ADD or SUB as one pass with its rescales fused, given its input rescales' scales
+        (None: its operands are not both input rescales that it alone reads) and whether one output rescale alone
+        reads it."""
+
     def standalone_input_rescale(self, source: TensorType | None, out: TensorType | None) -> float:
         """The cost of an input RESCALE from source to out run alone (not fused into the op reading it)."""
 
     def standalone_rescale(self, accumulator: TensorType | None) -> float:
         """The cost of an output RESCALE of the int32 accumulator run alone (not fused into the op writing it)."""
 
-    def input_rescale_beside_int32(self, reader: Term, source: TensorType | None, out: TensorType | None) -> float | None:
-        """The cost of an input RESCALE run alone, computing reader too, because reader's other operand is a plain
-        int32 tensor (None: the target fuses it into reader as usual)."""
+    def input_rescale_beside_int32(self, reader: Term, source: TensorType | None, out: TensorType | None) -> float:
+        """The cost of an input RESCALE run alone because reader's other operand is a plain int32 tensor, and of
+        whatever of reader Vela computes in that layer rather than in reader's own."""
 
     def output_rescale_beside_reader(self, accumulator: TensorType | None) -> float | None:
         """The cost of an output RESCALE of the int32 accumulator run alone because something else reads the
@@ -262,18 +284,55 @@ def _is_input_rescale(term: Term, out: TensorType | None) -> bool:
     return term.op == "Elementwise" and _opaque_name(term) == "RESCALE" and out is not None and out.dtype == "torch.int32"
 
 
+def _is_output_rescale(term: Term, source: TensorType | None, out: TensorType | None) -> bool:
+    """A per-tensor RESCALE from int32 to int8 or int16: the output scaling of the op in front of it."""
+    narrow = vela_cost.dtype_name(source) == "int32" and vela_cost.dtype_name(out) in ("int8", "int16")
+    if term.op == "Rescale":
+        return narrow and len(term.attrs[1]) == 1
+    return narrow and term.op == "Elementwise" and _opaque_name(term) == "RESCALE"
+
+
+def _rescale_scale(term: Term) -> float | None:
+    """The scale of a per-tensor `Rescale` term (its multiplier over 2^shift); None for an opaque RESCALE."""
+    return term.attrs[1][0] / 2.0 ** term.attrs[2][0] if term.op == "Rescale" and len(term.attrs[1]) == 1 else None
+
+
+def unfused_add_subs(
+    graph: dict[Hashable, Term],
+    readers: Readers,
+    type_of: Callable[[Hashable], TensorType | None],
+    model: CostModel,
+) -> set[Hashable]:
+    """The ADDs and SUBs of graph that Vela runs as passes of their own, their input and output RESCALEs as layers of
+    their own (`fuses_add_sub`, see the module docstring): on Ethos-U55, one whose operands are not both input RESCALEs
+    that it alone reads, with the scales of the Arm backend's pair, or whose int32 output is not read by one output
+    RESCALE alone."""
+    found = set()
+    for value, term in graph.items():
+        if term.op != "Elementwise" or _opaque_name(term) not in ("ADD", "SUB"):
+            continue
+        rescaled_alone = all(a in graph and _is_input_rescale(graph[a], type_of(a)) and readers.count(a) == 1 for a in term.args)
+        reads = readers.of.get(value, ())
+        output_rescaled_alone = readers.count(value) == 1 and len(reads) == 1 and _is_output_rescale(graph[reads[0]], type_of(value), type_of(reads[0]))
+        if not model.fuses_add_sub(tuple(_rescale_scale(graph[a]) for a in term.args) if rescaled_alone else None, output_rescaled_alone):
+            found.add(value)
+    return found
+
+
 def shared_input_rescales(
     graph: dict[Hashable, Term],
     readers: Readers,
     type_of: Callable[[Hashable], TensorType | None],
     model: CostModel,
+    unfused: set[Hashable] = frozenset(),
 ) -> dict[Hashable, float]:
     """What each input RESCALE of graph that Vela runs alone costs on top of its price (see the module docstring).
 
     Vela fuses an input RESCALE into the ADD, SUB or MUL that reads it, when that op is its only reader and
     the target fuses into that op (`fuses_input_rescale_into`); a shared one runs alone: priced as the
     standalone RESCALE it becomes, when one of its readers would have fused it. One whose reader's other
-    operand is a plain int32 tensor runs alone too where the target says so (`input_rescale_beside_int32`).
+    operand is a plain int32 tensor runs alone too (`input_rescale_beside_int32`), and so does one read by an
+    ADD or SUB that Vela runs unfused (unfused, from `unfused_add_subs`).
     """
 
     def fusing(reader) -> bool:
@@ -291,19 +350,12 @@ def shared_input_rescales(
         if readers.count(value) > 1:
             if any(map(fusing, reads)) and is_input_rescale(value):
                 prices[value] = model.standalone_input_rescale(type_of(term.args[0]), type_of(value))
-        elif reads and fusing(reads[0]) and is_input_rescale(value) and not all(arg in graph and is_input_rescale(arg) for arg in graph[reads[0]].args):
-            price = model.input_rescale_beside_int32(graph[reads[0]], type_of(term.args[0]), type_of(value))
-            if price is not None:
-                prices[value] = price
+        elif reads and fusing(reads[0]) and is_input_rescale(value):
+            if not all(arg in graph and is_input_rescale(arg) for arg in graph[reads[0]].args):
+                prices[value] = model.input_rescale_beside_int32(graph[reads[0]], type_of(term.args[0]), type_of(value))
+            elif reads[0] in unfused:
+                prices[value] = model.standalone_input_rescale(type_of(term.args[0]), type_of(value))
     return prices
-
-
-def _is_output_rescale(term: Term, source: TensorType | None, out: TensorType | None) -> bool:
-    """A per-tensor RESCALE from int32 to int8 or int16: the output scaling of the op in front of it."""
-    narrow = vela_cost.dtype_name(source) == "int32" and vela_cost.dtype_name(out) in ("int8", "int16")
-    if term.op == "Rescale":
-        return narrow and len(term.attrs[1]) == 1
-    return narrow and term.op == "Elementwise" and _opaque_name(term) == "RESCALE"
 
 
 OUTPUT_RESCALE_PRODUCERS = frozenset({"ADD", "SUB", "MUL"})
@@ -318,25 +370,44 @@ def unfused_output_rescales(
     type_of: Callable[[Hashable], TensorType | None],
     model: CostModel,
     standalone_inputs: Iterable[Hashable],
+    unfused: set[Hashable] = frozenset(),
 ) -> dict[Hashable, float]:
-    """What each output RESCALE that Vela runs alone costs on top of its price (see the module docstring): that of a
-    MUL that reads a standalone input rescale (the MUL keeps int32 inputs), priced as the standalone int32 RESCALE it
-    becomes, and that of an ADD, SUB or MUL whose int32 output has another reader, where the target says so
-    (`output_rescale_beside_reader`)."""
+    """What each output RESCALE that Vela runs alone costs on top of its price (see the module docstring), priced as
+    the standalone int32 RESCALE it becomes: that of a MUL that reads a standalone input rescale (the MUL keeps int32
+    inputs), of an ADD or SUB that Vela runs unfused (unfused, from `unfused_add_subs`), and of an ADD, SUB or MUL
+    whose int32 output has another reader, where the target says so (`output_rescale_beside_reader`)."""
     standalone = set(standalone_inputs)
+    unfused_ops = set(unfused) | {
+        value
+        for value, term in graph.items()
+        if term.op == "Elementwise" and _opaque_name(term) == "MUL" and standalone.intersection(term.args)
+    }
     prices = {}
     for value, term in graph.items():
         producer = graph.get(term.args[0]) if term.args else None
-        if producer is None or producer.op != "Elementwise" or not _is_output_rescale(term, type_of(term.args[0]), type_of(value)):
+        if producer is None or not _is_output_rescale(term, type_of(term.args[0]), type_of(value)):
             continue
-        name = _opaque_name(producer)
-        if name == "MUL" and standalone.intersection(producer.args):
+        if term.args[0] in unfused_ops:
             prices[value] = model.standalone_rescale(type_of(term.args[0]))
-        elif name in OUTPUT_RESCALE_PRODUCERS and readers.count(term.args[0]) > 1:
+        elif producer.op == "Elementwise" and _opaque_name(producer) in OUTPUT_RESCALE_PRODUCERS and readers.count(term.args[0]) > 1:
             price = model.output_rescale_beside_reader(type_of(term.args[0]))
             if price is not None:
                 prices[value] = price
     return prices
+
+
+def rescales_alone(
+    graph: dict[Hashable, Term],
+    readers: Readers,
+    type_of: Callable[[Hashable], TensorType | None],
+    model: CostModel,
+) -> dict[Hashable, float]:
+    """What each RESCALE of graph that Vela runs as a layer of its own costs on top of its price: the input rescales
+    (`shared_input_rescales`) and the output rescales (`unfused_output_rescales`), with the ADDs and SUBs run unfused
+    (`unfused_add_subs`)."""
+    unfused = unfused_add_subs(graph, readers, type_of, model)
+    inputs = shared_input_rescales(graph, readers, type_of, model, unfused)
+    return {**inputs, **unfused_output_rescales(graph, readers, type_of, model, inputs, unfused)}
 
 
 FOLDED_PERMUTATIONS = frozenset({(0, 3, 1, 2)})
@@ -598,8 +669,7 @@ def _contexts(
 ) -> tuple[dict[Hashable, Term], Readers, Callable[[Hashable, Term], float], set, dict[Hashable, float], dict[Hashable, float]]:
     """The terms the roots read, their readers, the term pricer (the model's cost with the types of type_of by default), and the
     contexts Vela prices differently: the values that cost nothing, the prices of slices and concats in their context,
-    the extra cost of the rescales Vela runs alone (shared input rescales, and the output rescales of the MULs that
-    read them)."""
+    the extra cost of the rescales Vela runs alone (`rescales_alone`)."""
     if term_cost is None:
         term_cost = lambda value, term: model.cost(term, type_of(value), [type_of(a) for a in term.args])  # noqa: E731
     live = {value: graph[value] for value in reachable(graph, roots)}
@@ -608,9 +678,7 @@ def _contexts(
     free = {*folded, *fused_tables(live, readers, type_of), *removed_accumulator_reshapes(live, readers, type_of)}
     in_context = slice_prices(live, readers, type_of, model) | transposing_slice_copies(live, folded, type_of, model)
     in_context |= concat_prices(live, readers, type_of, model)
-    shared = shared_input_rescales(live, readers, type_of, model)
-    unfused = {**shared, **unfused_output_rescales(live, readers, type_of, model, shared)}
-    return live, readers, term_cost, free, in_context, unfused
+    return live, readers, term_cost, free, in_context, rescales_alone(live, readers, type_of, model)
 
 
 def value_costs(

@@ -98,7 +98,9 @@ What each op costs
   small grid (each with its output rescale): CONV2D and DEPTHWISE_CONV2D
   (MACs, output and input elements, weights), MATMUL (MACs, elements),
   AVG_POOL2D/MAX_POOL2D (elements, and the input of a global pool, whose
-  window is the whole map), REDUCE_SUM/REDUCE_MAX (elements, and whether the
+  window is the whole map; on Ethos-U55 a max pool by its output
+  microblocks and those times its window's positions, which its key carries,
+  `ir.with_window`), REDUCE_SUM/REDUCE_MAX (elements, and whether the
   channels are reduced), RESIZE (elements). A convolution with a stride
   above 3 runs as one convolution per output position along that axis
   (`stride_splits`), each with its fixed cost and its weights. On Ethos-U85
@@ -142,7 +144,7 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from eqsat.ir import MAX_RANK, TensorType, Term
+from eqsat.ir import MAX_RANK, TensorType, Term, window_of
 
 CALIBRATION_DIR = Path(__file__).parent / "calibration"
 FORMAT_VERSION = 2
@@ -318,23 +320,24 @@ PROXY_OPS = {
     "RESIZE": "resize",
 }
 ATEN_CLAMPS = frozenset({"clamp", "relu", "hardtanh"})
-INPUT_RESCALE_FUSING_OPS = {"u55": frozenset({"MUL"}), "u85": frozenset({"ADD", "SUB", "MUL"})}
-"""The elementwise ops into which Vela fuses an input RESCALE (int8 -> int32) that only they read, per target family."""
-INPUT_RESCALE_ALONE_BESIDE_INT32 = frozenset({"u85"})
-"""The target families on which Vela runs an input RESCALE as a layer of its own when the ADD, SUB or MUL reading
-it has a plain int32 operand (one no input RESCALE writes): that layer also computes the op, which gets 0 cycles.
-Measured on Ethos-U85 (tests/extract/test_cost.py): a (1, 64, 32) ADD of a rescaled int8 tensor and an int32 one
-costs 3456 cycles, the rescale alone 1920, the ADD of two rescaled tensors 512. Ethos-U55 runs a MUL's alike
-(10752 cycles against 2048 for two rescaled operands), left to its calibration; its ADD and SUB never fuse them."""
+INPUT_RESCALE_FUSING_OPS = {"u55": frozenset({"ADD", "SUB", "MUL"}), "u85": frozenset({"ADD", "SUB", "MUL"})}
+"""The elementwise ops into which Vela fuses an input RESCALE (int8 -> int32) that only they read, per target family
+(on Ethos-U55 an ADD's or SUB's only as `VelaCalibratedCost.fuses_add_sub` says)."""
+ADD_SUB_FUSED_INPUT_SCALE = {"u55": 2.0**19}
+"""The target families on which Vela fuses an ADD or SUB with its input RESCALEs only when one of them scales by
+exactly this and the other by less: what the Arm backend emits for two inputs of different scales (each rescaled to
+2^20 times its share of twice the larger scale). Measured on Ethos-U55 (tests/extract/test_cost.py): a (1, 64, 32) ADD
+of rescales by 2^19 and by 0.25-0.99 x 2^19 (or 0.001 x) is one 3072-cycle pass; by 2^19 and 2^19, 1.01-4 x 2^19, or
+two scales both below 2^19 (2^18 and 0.7 x 2^18, 2^17 and 2^17) its rescales run alone (3072 + 2560 each), then the
+ADD (2560) and its output RESCALE (2560): 16384 cycles."""
 
 OUTPUT_RESCALE_ALONE_BESIDE_READER = frozenset({"u85"})
-"""The target families on which the model prices an output RESCALE of an ADD, SUB, MUL or REDUCE_SUM as run alone when
-something else reads the op's int32 output too (another op, another RESCALE, a graph output): the op writes int32 and each of
+"""The target families on which the model prices an output RESCALE of an ADD, SUB or MUL as run alone when something
+else reads the op's int32 output too (another op, another RESCALE, a graph output): the op writes int32 and each of
 its output rescales becomes a layer of its own. Measured on Ethos-U85 (tests/extract/test_cost.py): a (1, 64, 32)
 ADD of two rescaled int8 tensors costs 512 cycles with its output rescale fused, and 512 + 5824 when the int32 sum
-is also returned. Ethos-U55 runs it alike (2560 + 2560 against 2560), left to its calibration until that is refitted
-with this context: its fits overprice the layer norms that hold it (tds-conv1d, U55: -0.3% without it, +2.1% with)."""
-
+is also returned. On Ethos-U55 such an ADD or SUB runs unfused with all its rescales (`fuses_add_sub`); a U55 MUL whose
+int32 output has another reader is not modelled."""
 
 def dtype_name(t: TensorType | None) -> str:
     """'int8' for torch.int8; 'int8' when unknown."""
@@ -546,7 +549,11 @@ def short_op_name(name: str) -> str:
     return name.split(".")[1] if name.count(".") >= 2 else name
 
 
-def _opaque_config(name: str, out: TensorType | None, args: list[TensorType | None]) -> OpConfig:
+DEFAULT_POOL_WINDOW = (2, 2)
+"""The window a pooling whose key carries none (`ir.window_of`) is priced with."""
+
+
+def _opaque_config(name: str, out: TensorType | None, args: list[TensorType | None], window: tuple[int, int] | None = None) -> OpConfig:
     op = short_op_name(name)
     weight = args[1] if len(args) > 1 else None
     if op == "CONV2D" and weight is not None and len(weight.shape) == 4:  # OHWI
@@ -579,7 +586,8 @@ def _opaque_config(name: str, out: TensorType | None, args: list[TensorType | No
         if op in ("AVG_POOL2D", "MAX_POOL2D") and x is not None and out is not None and len(x.shape) == len(out.shape) == 4:
             # a global pool: its window is the whole map, and Vela's pooling cycles grow with the window
             features["in_elements_global"] = n_in if out.shape[1] * out.shape[2] == 1 < x.shape[1] * x.shape[2] else 0.0
-            features |= _microblock_features(out, 1)
+            # on Ethos-U55 a pooling takes a step per window position for each output microblock it writes
+            features |= _microblock_features(out, math.prod(window or DEFAULT_POOL_WINDOW))
         return OpConfig(PROXY_OPS[op], features)
     if op == "RESCALE":
         return _rescale_config(args[0] if args else None, out, per_channel=True)
@@ -639,7 +647,7 @@ def op_config(term: Term, out: TensorType | None, args: list[TensorType | None],
     if term.op == "Elementwise":
         return _elementwise_config(name, out, args)
     # Reduce and Table: priced as the opaque op they were read from (the key names it)
-    return _opaque_config(name, out, args)
+    return _opaque_config(name, out, args, window_of(term.attrs[0]))
 
 
 # ---------------------------------------------------------------- the model
@@ -773,13 +781,27 @@ class VelaCalibratedCost:
         return op_cycles(model, OpConfig("isolated/rescale", _basic(accumulator)))
 
     def fuses_input_rescale_into(self, op: str) -> bool:
-        """Whether Vela fuses an input RESCALE into the elementwise op (ADD, SUB, MUL) reading it alone, on target.
-
-        Measured (tests/extract/test_cost.py): Ethos-U85 fuses it into ADD, SUB and MUL; Ethos-U55 only into
-        MUL, and runs the input rescales of an ADD or SUB as passes of their own (3072 + 2560 cycles for a
-        (1, 64, 32) operand), shared or not.
-        """
+        """Whether Vela can fuse an input RESCALE into the elementwise op (ADD, SUB, MUL) reading it alone, on target
+        (measured, tests/extract/test_cost.py; on Ethos-U55 an ADD or SUB also needs what `fuses_add_sub` checks)."""
         return op in INPUT_RESCALE_FUSING_OPS[target_family(self.target)]
+
+    def fuses_add_sub(self, scales: tuple[float | None, ...] | None, output_rescaled_alone: bool) -> bool:
+        """Whether Vela runs an ADD or SUB as one pass with its input and output RESCALEs fused into it, on target.
+
+        Where `ADD_SUB_FUSED_INPUT_SCALE` restricts it (Ethos-U55), only when both operands are input RESCALEs that
+        it alone reads (scales: their scales, None for one whose scale is unknown; None when an operand is no such
+        rescale), one scaling by that scale and the other by less, and its int32 output is read by one output
+        RESCALE alone (output_rescaled_alone); otherwise its input RESCALEs and its output RESCALE run as layers of
+        their own (measured, tests/extract/test_cost.py: also when the ADD's int32 output is a graph output or is read
+        by another op or a second RESCALE). Elsewhere always, as far as these contexts go."""
+        fused = ADD_SUB_FUSED_INPUT_SCALE.get(target_family(self.target))
+        if fused is None:
+            return True
+        if scales is None or len(scales) != 2 or not output_rescaled_alone:
+            return False
+        if None in scales:
+            return True
+        return max(scales) == fused and min(scales) < fused
 
     def standalone_input_rescale(self, source: TensorType | None, out: TensorType | None) -> float:
         """An input RESCALE (source -> int32) that Vela cannot fuse into the op reading it (measured alone)."""
@@ -788,15 +810,22 @@ class VelaCalibratedCost:
             return 0.0
         return op_cycles(model, OpConfig("isolated/rescale", _basic(out)))
 
-    def input_rescale_beside_int32(self, reader: Term, source: TensorType | None, out: TensorType | None) -> float | None:
-        """An input RESCALE (source -> out) that the binary op reader reads beside a plain int32 operand, where Vela runs
-        it as a layer of its own that also computes reader (`INPUT_RESCALE_ALONE_BESIDE_INT32`): the rescale and the
-        op's elementwise pass, each measured alone; None where the target fuses it as usual."""
-        if target_family(self.target) not in INPUT_RESCALE_ALONE_BESIDE_INT32:
-            return None
+    def input_rescale_beside_int32(self, reader: Term, source: TensorType | None, out: TensorType | None) -> float:
+        """An input RESCALE (source -> out) that the binary op reader reads beside a plain int32 operand (one no input
+        RESCALE writes: a graph input, a constant, another op's int32 output, broadcast or not): Vela runs it as a
+        layer of its own, the rescale measured alone. Measured with hand-built graphs (tests/extract/test_cost.py):
+        - Ethos-U85 computes the op in that layer too (0 cycles for the op), so it costs the op's elementwise pass
+          as well: a (1, 64, 32) ADD of a rescaled int8 tensor and an int32 one costs 3456 cycles, the rescale
+          alone 1920, the ADD of two rescaled tensors 512;
+        - Ethos-U55 runs the op as its own pass, which the op's price holds already (`elementwise_pass`): a
+          (1, 64, 32) MUL costs 3072 + 2560 for the rescale, 2560 for the MUL and 2560 for its output rescale
+          (`cost.unfused_output_rescales`), 10752 in all, against 2048 for the MUL of two rescaled tensors."""
+        price = self.standalone_input_rescale(source, out)
+        if target_family(self.target) in ELEMENTWISE_PASS_ALONE:
+            return price
         config = op_config(reader, out, [out, out], self.target)
         model = self._models.get(f"isolated/{config.family}")
-        return self.standalone_input_rescale(source, out) + (op_cycles(model, config) if model is not None else 0.0)
+        return price + (op_cycles(model, config) if model is not None else 0.0)
 
     def output_rescale_beside_reader(self, accumulator: TensorType | None) -> float | None:
         """An output RESCALE of the int32 accumulator that something else reads too, where Vela runs it as a layer of

@@ -27,6 +27,20 @@ def op_name(target: Any) -> str:
     return f"{getattr(target, '__module__', '')}.{getattr(target, '__name__', repr(target))}"
 
 
+POOL_KERNEL_ARG = {"tosa.MAX_POOL2D.default": 1, "tosa.AVG_POOL2D.default": 3}
+"""The position of the kernel among a TOSA dialect pooling's arguments."""
+POOL_WINDOW_META = "tosa_pool_window"
+"""Where a pooling read from a TOSA flatbuffer keeps its kernel (the operator's attribute is not among its args)."""
+
+
+def pool_window(node: Any) -> tuple[int, int] | None:
+    """The window (kernel height, width) of a pooling node; None for any other node."""
+    position = POOL_KERNEL_ARG.get(op_name(node.target))
+    if position is not None and len(node.args) > position:
+        return tuple(int(k) for k in node.args[position])
+    return node.meta.get(POOL_WINDOW_META)
+
+
 def tensor_val(node: Any) -> torch.Tensor | None:
     val = node.meta.get("val") if isinstance(node, fx.Node) else None
     return val if isinstance(val, torch.Tensor) else None

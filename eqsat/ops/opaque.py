@@ -12,13 +12,14 @@ from typing import Callable
 
 from torch import fx
 
-from eqsat.ir import Term
-from eqsat.ops.nodes import node_args
+from eqsat.ir import Term, with_window
+from eqsat.ops.nodes import node_args, pool_window
 from eqsat.ops._op import Op, Writer, keyed_fact_row, keyed_load_rule
 
 
 def read(node: fx.Node, index: Callable[[fx.Node], int], key: Callable[[], str]) -> Term:
-    return Term("Opaque", tuple(index(a) for a in node_args(node)), (key(),))
+    window = pool_window(node)  # a pooling's price depends on its window
+    return Term("Opaque", tuple(index(a) for a in node_args(node)), (key() if window is None else with_window(key(), window),))
 
 
 def emit(out: Writer, term: Term, operands: list[fx.Node]) -> fx.Node:

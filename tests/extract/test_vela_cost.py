@@ -525,11 +525,48 @@ def test_a_depthwise_convolution_is_priced_near_vela_on_ethos_u55():
 
 MAX_POOLS_U55 = [dict(shape=s, k=2, stride=2) for s in ([1, 16, 16, 16], [1, 24, 24, 32], [1, 48, 48, 8], [1, 20, 20, 24], [1, 14, 14, 64])]
 """2x2 max pools of shapes the calibration grid does not hold. Measured with the committed calibration on Ethos-U55-128:
-16% low to 40% high, mean 20% (priced on input and output elements before: 2% low to 69% high, mean 33%). The window
-is not in the graph the model sees, so 3x3 pools (9 kernel steps per microblock against 4) stay underpriced: a 3x3
-stride-2 pool over 28x28x16 by 46%."""
+27% low to 26% high, mean 16% (priced without the window: 16% low to 40% high, mean 20%; on input and output elements
+before the microblocks: 2% low to 69% high, mean 33%)."""
 
 
 def test_a_max_pool_is_priced_near_vela_on_ethos_u55():
     errors = _u55_heldout_errors("max_pool2d", MAX_POOLS_U55)
-    assert max(abs(e) for e in errors) <= 0.45 and sum(abs(e) for e in errors) / len(errors) <= 0.25, errors
+    assert max(abs(e) for e in errors) <= 0.30 and sum(abs(e) for e in errors) / len(errors) <= 0.20, errors
+
+
+MAX_POOLS_3X3_U55 = [dict(shape=s, k=3, stride=st) for s, st in (([1, 28, 28, 16], 2), ([1, 24, 24, 32], 2), ([1, 20, 20, 24], 1), ([1, 14, 14, 64], 2), ([1, 48, 48, 8], 2))]
+"""3x3 max pools of shapes the calibration grid does not hold. Measured with the committed calibration on Ethos-U55-128:
+1% low to 7% high, priced by the window in their key (`ir.with_window`); priced as 2x2 pools, as when the window was not
+in the graph the model sees, 43% to 46% low (Vela takes a step per window position for each output microblock)."""
+
+
+def test_a_3x3_max_pool_is_priced_by_its_window_near_vela_on_ethos_u55():
+    errors = _u55_heldout_errors("max_pool2d", MAX_POOLS_3X3_U55)
+    assert max(abs(e) for e in errors) <= 0.12, errors
+
+
+def test_a_pool_whose_key_carries_no_window_is_priced_as_a_2x2_pool():
+    from eqsat.ir import with_window
+    from eqsat.extract.vela_cost import DEFAULT_POOL_WINDOW
+
+    model = VelaCalibratedCost("ethos-u55-128")
+    x, out = TensorType((1, 16, 16, 16), "torch.int8"), TensorType((1, 8, 8, 16), "torch.int8")
+
+    def price(key: str) -> float:
+        return model.cost(Term("Opaque", (0,), (key,)), out, [x])
+
+    assert DEFAULT_POOL_WINDOW == (2, 2)
+    assert price("tosa.MAX_POOL2D.default#0") == price(with_window("tosa.MAX_POOL2D.default#0", (2, 2)))
+    assert price(with_window("tosa.MAX_POOL2D.default#0", (3, 3))) > 1.5 * price("tosa.MAX_POOL2D.default#0")
+
+
+MATMULS_U55 = [dict(n=2, h=64, c=8, w=64), dict(n=2, h=64, c=64, w=8), dict(n=16, h=64, c=8, w=64), dict(n=16, h=64, c=64, w=8), dict(n=4, h=48, c=24, w=48), dict(n=12, h=32, c=16, w=32)]
+"""Batched matmuls of attention maps: the zoo's (attention-permute, mobilevit-patch-attention: 2 and 16 heads of a
+64 x 8 by 8 x 64 product and back) and two shapes the calibration grid does not hold. Measured with the committed
+calibration on Ethos-U55-128: 1% low to 6.4% high (fitted on the small maps alone, 5% to 18.4% high: Vela charges
+less per output on larger maps)."""
+
+
+def test_an_attention_sized_matmul_is_priced_near_vela_on_ethos_u55():
+    errors = _u55_heldout_errors("matmul", MATMULS_U55)
+    assert max(abs(e) for e in errors) <= 0.08, errors

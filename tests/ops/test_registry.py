@@ -119,3 +119,13 @@ def test_each_op_is_read_as_its_term_and_knows_its_output_shape():
         expected = tuple(node.meta["val"].shape)
         assert REGISTRY[term.op].output_shape(term, inputs) in (expected, None if term.op == "Opaque" else expected), term
     assert seen == set(REGISTRY)
+
+
+def test_a_pooling_is_read_with_its_window_in_its_key():
+    """A pooling's price depends on its window, which is not among its tensor operands: its key carries it."""
+    from eqsat.ir import window_of
+
+    pools = [term for node, term, _ in one_node_of_each_op() if "MAX_POOL2D" in str(node.target)]
+    assert [window_of(term.attrs[0]) for term in pools] == [(1, 1)]
+    others = [term for node, term, _ in one_node_of_each_op() if term.op == "Opaque" and "POOL2D" not in str(node.target)]
+    assert all(window_of(term.attrs[0]) is None for term in others)
