@@ -53,10 +53,7 @@ RULESETS: dict[str, Ruleset] = {
 
 REWRITES: tuple[Ruleset, ...] = tuple(RULESETS.values())
 
-LOOKUPS: dict[str, Ruleset] = {
-    _program.ruleset_key(concat_slice.concat_slice): concat_slice.concat_prefixes,
-    _program.ruleset_key(slice_concat_rank.slice_concat_rank): slice_concat_rank.mergeable_pairs,
-}
+LOOKUPS: dict[str, Ruleset] = {_program.ruleset_key(concat_slice.concat_slice): concat_slice.concat_prefixes}
 """Rulesets saturated right before a rewrite ruleset's round, by the rewrite ruleset's key: they fill tables
 its queries look terms up in, with a row for every term the round sees (the analysis runs once per
 iteration, before the rulesets that add terms). egglog computes a primitive in a query only after joining

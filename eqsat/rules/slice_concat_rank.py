@@ -28,19 +28,14 @@ Saturation ends: each law matches rank 5 or 6 only and builds an op of one
 rank lower, so a rank-6 op yields rank-5 forms, which yield rank-4 forms, and
 those match nothing here.
 
-Bounds: each rule looks the pairs of dims it may merge up by the shape of
-the matched slice's operand (or the concat's output) in `mergeable_pair`, a
-table the ruleset `mergeable_pairs` fills right before every round
-(eqsat.rules.LOOKUPS) with rank - 1 rows per distinct rank-5/6 shape: a
-round's work grows with the slices and concats, never with pairs of them, and
-a graph without rank-5/6 shapes joins nothing. Joined with the 21 rows of
-`index_below` instead, egglog paired every slice and concat with each row
-before testing the rank (0.18 s a round on the 20,000-node scale graph, no match).
+Bounds: each rule joins the matched slice or concat with its (operand's)
+shape and the 21 rows of `index_below` (at most rank - 1 of them match), so a
+round's work grows with the rank-5/6 slices and concats, never with pairs of them.
 """
 
 from __future__ import annotations
 
-from egglog import Fact, Vec, eq, i64, relation, rule, ruleset, var
+from egglog import Fact, Vec, eq, i64, ruleset, var
 
 from eqsat.rules._law import law
 from eqsat.rules.analysis import index_below, prefix_product
@@ -54,9 +49,6 @@ low_start, low_size = var("low_start", Vec[i64]), var("low_size", Vec[i64])
 
 slice_concat_rank = ruleset(name="slice-concat-rank")
 
-mergeable_pairs = ruleset(name="mergeable-pairs")
-"""Fills mergeable_pair; saturated before each slice-concat-rank round (eqsat.rules.LOOKUPS)."""
-
 LOWERED_RANKS = (5, 6)
 """The ranks whose slices and concats the laws lower (one rank per application)."""
 
@@ -64,21 +56,6 @@ LOWERED_RANKS = (5, 6)
 def rank_is_lowered(vector: Vec[i64]) -> list[Fact]:
     """vector (a shape or box) has rank 5 or 6."""
     return [i64(LOWERED_RANKS[0]) <= vector.length(), vector.length() <= i64(LOWERED_RANKS[-1])]
-
-
-lowered_shape = relation("lowered_shape", Vec[i64], egg_fn="lowered_shape")
-"""lowered_shape(dims): some tensor of the e-graph has shape dims, of a rank the laws lower."""
-
-mergeable_pair = relation("mergeable_pair", Vec[i64], i64, egg_fn="mergeable_pair")
-"""mergeable_pair(dims, j): dims is a lowered_shape and 0 <= j < len(dims) - 1 (dims j and j + 1 may merge)."""
-
-
-@mergeable_pairs.register
-def _mergeable_pairs():
-    # lowered_shape(shape(x))  when shape(x) has rank 5 or 6
-    yield rule(eq(dims).to(shape(x)), *rank_is_lowered(dims), name="lowered-shape").then(lowered_shape(dims))
-    # mergeable_pair(dims, j)  for 0 <= j < len(dims) - 1, dims a lowered shape
-    yield rule(lowered_shape(dims), index_below(dims.length() - 1, j), name="mergeable-pair").then(mergeable_pair(dims, j))
 
 
 def is_batched(out_shape: Vec[i64]) -> list[Fact]:
@@ -102,8 +79,9 @@ def _slice_rank_lowering():
         x.slice(start, size),
         x.reshape(merged).slice(low_start, low_size).reshape(size),
         eq(dims).to(shape(x)),
-        mergeable_pair(dims, j),
+        *rank_is_lowered(dims),
         *is_batched(size),
+        index_below(dims.length() - 1, j),
         eq(start[j + 1]).to(i64(0)),
         eq(size[j + 1]).to(dims[j + 1]),
         eq(merged).to(merged_pair(dims, j)),
@@ -118,8 +96,9 @@ def _slice_rank_lowering():
         x.slice(start, size),
         x.reshape(merged).slice(low_start, low_size).reshape(size),
         eq(dims).to(shape(x)),
-        mergeable_pair(dims, j),
+        *rank_is_lowered(dims),
         *is_batched(size),
+        index_below(dims.length() - 1, j),
         eq(size[j]).to(i64(1)),
         eq(merged).to(merged_pair(dims, j)),
         eq(low_start).to(start.set(j, start[j] * dims[j + 1] + start[j + 1]).remove(j + 1)),
@@ -137,8 +116,9 @@ def _concat_rank_lowering():
         Tensor.concat(parts, axis),
         Tensor.concat(parts, axis).reshape(merged).reshape(dims),
         eq(dims).to(shape(Tensor.concat(parts, axis))),
-        mergeable_pair(dims, j),
+        *rank_is_lowered(dims),
         *is_batched(dims),
+        index_below(dims.length() - 1, j),
         (j - axis) * (j + 1 - axis) > i64(0),
         eq(merged).to(merged_pair(dims, j)),
     )

@@ -7,13 +7,11 @@ from executorch.backends.arm.tosa.specification import TosaLoweringContext, Tosa
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from eqsat import rules
 from eqsat.ops.nodes import TOSA
-from eqsat.rules import _program
 from eqsat.rules.concat_slice import concat_slice
 from eqsat.rules.reshape import reshape
 from eqsat.rules.reshape_concat import reshape_concat
-from eqsat.rules.slice_concat_rank import mergeable_pairs, slice_concat_rank
+from eqsat.rules.slice_concat_rank import slice_concat_rank
 from eqsat.rules.slice_pushdown import slice_pushdown
 from tests.graphs import GraphBuilder
 from tests.rules.harness import Saturated, law_fires_in
@@ -127,38 +125,6 @@ def test_concat_merge_adjacent_dims_does_not_fire_on_a_4d_concat():
     joined = g.call(cat, [a, b], 3)
     s = Saturated(g.output(joined), slice_concat_rank, reshape, reshape_concat)
     assert s.fired("concat-merge-adjacent-dims") == 0
-
-
-def test_the_laws_look_the_dims_to_merge_up_by_shape():
-    """egglog computes a query's primitives after joining its tables, so enumerating the dims to merge through
-    `index_below(len(dims) - 1, j)` paired every slice and concat with its 21 rows before testing the rank (0.18 s a
-    round on the 20,000-node scale graph, which has no rank-5 shape); the laws look them up in mergeable_pair, keyed by
-    the shape, which the lookup ruleset fills before each round."""
-    program = _program.compiled(rules.program_rulesets())
-    for name in ("slice-merge-whole-inner-dim", "slice-merge-unit-outer-dim", "concat-merge-adjacent-dims"):
-        (text,) = [c for c in program.commands if f':name "{name}"' in c]
-        query = text.split("((union")[0]
-        assert "(mergeable_pair _dims _j)" in query
-        assert "index_below" not in query
-    assert rules.LOOKUPS[_program.ruleset_key(slice_concat_rank)] is mergeable_pairs
-
-
-def test_mergeable_pairs_fill_rank_minus_one_rows_per_rank_5_or_6_shape():
-    g = GraphBuilder()
-    x = g.input("x", (2, 1, 3, 4, 4))  # rank 5: 4 pairs
-    band = g.call(slice_copy, x, 4, 0, 2)  # (2, 1, 3, 4, 2): 4 more
-    flat = g.call(neg, g.input("y", (2, 3, 4, 4)))  # rank 4: none
-    s = Saturated(g.output(band, flat), slice_concat_rank)
-    assert s.result.analysis_matches["mergeable-pair"] == 8
-    assert s.fired("slice-merge-whole-inner-dim") >= 1
-
-
-def test_mergeable_pairs_fill_nothing_without_rank_5_or_6_shapes():
-    g = GraphBuilder()
-    x = g.input("x", (6, 2, 8, 4))
-    s = Saturated(g.output(g.call(slice_copy, x, 2, 2, 5)), slice_concat_rank)
-    assert s.result.analysis_matches["lowered-shape"] == 0
-    assert s.result.analysis_matches["mergeable-pair"] == 0
 
 
 def test_rank_6_slices_and_concats_saturate():
