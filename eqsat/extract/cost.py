@@ -288,6 +288,8 @@ def shared_input_rescales(
 
     prices = {}
     for value, term in graph.items():  # in the graph's order, so that the sum of the prices is the same every run
+        if term.op not in ("Rescale", "Elementwise"):  # the ops _is_input_rescale accepts
+            continue
         count = readers.count(value)
         if not count or not _is_input_rescale(term, type_of(value)):
             continue
