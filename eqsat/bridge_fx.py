@@ -39,7 +39,7 @@ from torch.fx.node import map_aggregate
 from eqsat import ops, terms
 from eqsat.ir import Graph, TensorType, Term
 from eqsat.ops import vec
-from eqsat.ops.nodes import TOSA, node_args, op_name, static_shape, tensor_val
+from eqsat.ops.nodes import TOSA, op_name, static_shape, tensor_val
 
 # ---------------------------------------------------------------- terms
 
@@ -70,7 +70,7 @@ def touches_special_dtype(node: fx.Node) -> bool:
     same moves, `_node_or_inputs_are_int48`), and a RESCALE of an INT48 operand
     uses 16-bit multipliers that the Rescale term does not model.
     """
-    return special_dtype(node) is not None or any(special_dtype(a) is not None for a in node_args(node))
+    return special_dtype(node) is not None or any(special_dtype(a) is not None for a in node.all_input_nodes)
 
 
 # ---------------------------------------------------------------- loading

@@ -123,7 +123,7 @@ from __future__ import annotations
 import logging
 import warnings
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable, Hashable, Iterable, Mapping, Protocol
 
 from eqsat.ir import Graph, TensorType, Term
@@ -214,19 +214,26 @@ def term_costs(model: CostModel, types: Mapping[Hashable, TensorType]) -> Callab
 
     Memoized on what the model reads (op, attributes, output and operand
     types): the e-graph of a network repeats the same few op configurations
-    across many classes, and the extractor prices each e-node.
+    across many classes, and the extractor prices each e-node. The last term
+    priced for each e-class is remembered as it is (the same object): the
+    local search prices the selected terms again on every evaluation.
     """
     memo: dict[tuple, float] = {}
+    last: dict[Hashable, tuple[Term, float]] = {}
     type_of = types.get
 
     def term_cost(eclass: Hashable, term: Term) -> float:
+        priced = last.get(eclass)
+        if priced is not None and priced[0] is term:  # a graph-cost evaluation prices the selected term again
+            return priced[1]
         out, args = type_of(eclass), tuple(map(type_of, term.args))
         key = (term.op, term.attrs, out, args)
         try:
-            return memo[key]
+            value = memo[key]
         except KeyError:
             value = memo[key] = model.cost(term, out, list(args))
-            return value
+        last[eclass] = (term, value)
+        return value
 
     return term_cost
 
@@ -234,15 +241,23 @@ def term_costs(model: CostModel, types: Mapping[Hashable, TensorType]) -> Callab
 @dataclass(frozen=True)
 class Readers:
     """Who reads each value of a graph: `of[v]` the values whose terms read v, once per operand slot, in the
-    graph's order (x * x reads x twice); `outputs` how many times the graph returns each value. Every context
-    below reads it; a whole-graph evaluation builds it once (`readers_of`)."""
+    graph's order (x * x reads x twice); `outputs` how many times the graph returns each value; `counts` the
+    two added (values nothing reads are absent). Every context below reads it; a whole-graph evaluation builds
+    it once (`readers_of`)."""
 
     of: dict[Hashable, list[Hashable]]
     outputs: Counter
+    counts: dict[Hashable, int] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        counts = {value: len(reads) for value, reads in self.of.items()}
+        for value, times in self.outputs.items():
+            counts[value] = counts.get(value, 0) + times
+        object.__setattr__(self, "counts", counts)
 
     def count(self, value: Hashable) -> int:
         """How many times value is read: once per operand slot that reads it, once per graph output."""
-        return len(self.of.get(value, ())) + self.outputs[value]
+        return self.counts.get(value, 0)
 
 
 def readers_of(graph: dict[Hashable, Term], roots: Iterable[Hashable]) -> Readers:
@@ -344,13 +359,16 @@ def shared_input_rescales(
 
     prices = {}
     for value, term in graph.items():  # in the graph's order, so that the sum of the prices is the same every run
-        if not readers.count(value):
+        if term.op not in ("Rescale", "Elementwise"):  # the ops _is_input_rescale accepts
+            continue
+        count = readers.count(value)
+        if not count or not _is_input_rescale(term, type_of(value)):
             continue
         reads = readers.of.get(value, ())
-        if readers.count(value) > 1:
-            if any(map(fusing, reads)) and is_input_rescale(value):
+        if count > 1:
+            if any(map(fusing, reads)):
                 prices[value] = model.standalone_input_rescale(type_of(term.args[0]), type_of(value))
-        elif reads and fusing(reads[0]) and is_input_rescale(value):
+        elif reads and fusing(reads[0]):
             if not all(arg in graph and is_input_rescale(arg) for arg in graph[reads[0]].args):
                 prices[value] = model.input_rescale_beside_int32(graph[reads[0]], type_of(term.args[0]), type_of(value))
             elif reads[0] in unfused:
@@ -384,6 +402,8 @@ def unfused_output_rescales(
     }
     prices = {}
     for value, term in graph.items():
+        if term.op not in ("Rescale", "Elementwise"):  # the ops _is_output_rescale accepts
+            continue
         producer = graph.get(term.args[0]) if term.args else None
         if producer is None or not _is_output_rescale(term, type_of(term.args[0]), type_of(value)):
             continue
@@ -592,7 +612,7 @@ def slice_prices(
     int32 ones keep the model's price."""
 
     def copied(value: Hashable, batched: bool) -> bool:
-        if readers.outputs[value]:
+        if readers.outputs.get(value):
             return True
         for reader in readers.of.get(value, ()):
             term = graph[reader]
@@ -644,7 +664,7 @@ def concat_prices(
             and term.op in CONCAT_IN_PLACE_PRODUCERS
             and bool(term.args)
             and readers.count(value) == 1
-            and not readers.outputs[value]
+            and not readers.outputs.get(value)
             and not vela_cost.is_batched(part)
             and not (_is_rescale(term) and graph.get(term.args[0]) is not None and graph[term.args[0]].op == "Reshape")
         )

@@ -61,30 +61,10 @@ class EGraphView:
         serializer's node order, so extraction breaks ties as it always did.
         """
         to_i64, to_vec = raw.value_to_i64, raw.value_to_vec
-        names: dict[bindings.Value, str] = {}
-        int_vectors: dict[bindings.Value, tuple[int, ...]] = {}
-        class_vectors: dict[bindings.Value, tuple[str, ...]] = {}
-
-        def eclass(value: bindings.Value) -> str:
-            try:
-                return names[value]
-            except KeyError:
-                name = names[value] = f"Tensor-{to_i64(value)}"
-                return name
-
-        def ints(value: bindings.Value) -> tuple[int, ...]:
-            try:
-                return int_vectors[value]
-            except KeyError:
-                found = int_vectors[value] = tuple([to_i64(v) for v in to_vec(value)])
-                return found
-
-        def classes(value: bindings.Value) -> tuple[str, ...]:
-            try:
-                return class_vectors[value]
-            except KeyError:
-                found = class_vectors[value] = tuple([eclass(v) for v in to_vec(value)])
-                return found
+        # each value is decoded once; a decoder is the memo's own lookup, so a value seen before costs no Python call
+        eclass = _Memo(lambda value: f"Tensor-{to_i64(value)}").__getitem__
+        ints = _Memo(lambda value: tuple([to_i64(v) for v in to_vec(value)])).__getitem__
+        classes = _Memo(lambda value: tuple([eclass(v) for v in to_vec(value)])).__getitem__
 
         readers = {"Tensor": eclass, "tensors": classes, "ints": ints, "i64": to_i64, "String": raw.value_to_string}
         functions = raw.freeze().functions
@@ -111,6 +91,18 @@ class EGraphView:
             tensor = eclass(row.inputs[0])
             types[tensor] = TensorType(ints(row.output), dtypes.get(tensor))
         return cls(dict(candidates), class_of_node, types, sum(len(v) for v in candidates.values()))
+
+
+class _Memo(dict):
+    """decode(key) for each key looked up, computed on the first lookup."""
+
+    def __init__(self, decode: Callable):
+        super().__init__()
+        self._decode = decode
+
+    def __missing__(self, key):
+        value = self[key] = self._decode(key)
+        return value
 
 
 def _operand_splitter(kinds: list[str]) -> tuple[Callable[[list], tuple], Callable[[list], tuple]]:

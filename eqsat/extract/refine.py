@@ -122,4 +122,13 @@ def _acyclic_with(selection: Selection, eclass: str, term: Term) -> bool:
     """True when choosing term for eclass keeps the selection acyclic (and every operand computable)."""
     if any(arg not in selection for arg in term.args):
         return False
-    return eclass not in reachable(selection, list(term.args))
+    seen: set[str] = set()
+    stack = list(term.args)
+    while stack:  # depth first from the operands, stopping at eclass
+        operand = stack.pop()
+        if operand == eclass:
+            return False
+        if operand not in seen:
+            seen.add(operand)
+            stack.extend(selection[operand].args)
+    return True

@@ -16,8 +16,23 @@ TOSA = exir_ops.backend.tosa
 """The TOSA dialect's ops (`TOSA.TRANSPOSE.default`)."""
 
 
+_OP_NAMES: dict[Any, str] = {}
+
+
 def op_name(target: Any) -> str:
-    """The dotted name of an FX target: 'tosa.TRANSPOSE.default', 'aten.cat.default'."""
+    """The dotted name of an FX target: 'tosa.TRANSPOSE.default', 'aten.cat.default'.
+
+    Each target is named once (loading, pricing and writing back a graph ask again for every node)."""
+    try:
+        return _OP_NAMES[target]
+    except KeyError:
+        name = _OP_NAMES[target] = _op_name(target)
+        return name
+    except TypeError:  # an unhashable target
+        return _op_name(target)
+
+
+def _op_name(target: Any) -> str:
     if isinstance(target, str):
         return target
     if isinstance(target, (EdgeOpOverload, BackendOpOverload)):

@@ -164,6 +164,27 @@ def test_term_costs_prices_each_configuration_once_and_as_the_model_does(model):
     assert term_cost("q", leaf("q")) == model.cost(leaf("q"), None, [])  # unknown types are priced as unknown
 
 
+def test_term_costs_prices_the_term_last_priced_for_a_class_without_reading_types(model):
+    """The local search prices the selected terms again on every whole-graph evaluation: the term last priced for an
+    e-class (the same object) is not looked up again; an equal term built anew is, and so is the class's other term."""
+
+    class CountingTypes(dict):
+        reads = 0
+
+        def get(self, key, default=None):
+            CountingTypes.reads += 1
+            return super().get(key, default)
+
+    types = CountingTypes(x=TYPE, a=TYPE)
+    term_cost = term_costs(model, types)
+    clamp, other = unary("CLAMP#1", "x"), unary("CLAMP#2", "x")
+    first = term_cost("a", clamp)
+    reads = CountingTypes.reads
+    assert term_cost("a", clamp) == first and CountingTypes.reads == reads
+    assert term_cost("a", unary("CLAMP#1", "x")) == first and CountingTypes.reads == reads + 2
+    assert term_cost("a", other) == model.cost(other, TYPE, [TYPE]) and CountingTypes.reads == reads + 4
+
+
 NHWC = TensorType((1, 8, 8, 16), "torch.int8")
 
 
