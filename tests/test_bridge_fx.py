@@ -284,6 +284,26 @@ def test_duplicate_ops_on_duplicate_input_rescales_merge_on_request():
     assert a == b
 
 
+def test_duplicate_reshapes_of_input_rescales_stay_apart_even_when_duplicates_merge():
+    """x * s and y * s with the scalar s rescaled and reshaped once per MUL: Vela removes each reshape and fuses its
+    rescale into the MUL reading it, so merging the reshapes would share one rescale between both MULs."""
+    g = GraphBuilder()
+    x, y, s = g.input("x", (1, 4, 8)), g.input("y", (1, 4, 8)), g.input("s", (1,))
+    with TosaLoweringContext(U55_SPEC):
+        def scaled(v):
+            wide = g.call(TOSA.RESCALE.default, v, torch.int32, [0.5], 0, 0)
+            scalar = g.call(TOSA.RESHAPE.default, g.call(TOSA.RESCALE.default, s, torch.int32, [1.0], 0, 0), g.const_shape([1, 1, 1]))
+            return g.call(TOSA.RESCALE.default, g.call(TOSA.MUL.default, wide, scalar), torch.int8, [0.25], 0, 0)
+
+        first, second = scaled(x), scaled(y)
+    gm = g.output(first, second)
+    nodes = [n for n in gm.graph.nodes if n.op != "output"]
+    reshapes = [n.name for n in nodes if n.target == TOSA.RESHAPE.default]
+    assert [(nodes[i].target, nodes[j].target) for i, j in bridge_fx.duplicate_pairs(nodes)] == [(TOSA.CONST_SHAPE.default,) * 2]
+    a, b = classes_of(gm, *reshapes, merge_duplicates=True)
+    assert a != b
+
+
 def test_tosa_pad_reads_its_const_shape_padding_and_writes_a_new_pad_back():
     g = GraphBuilder()
     x = g.input("x", (1, 2, 3, 4))

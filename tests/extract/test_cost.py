@@ -15,6 +15,7 @@ from eqsat.extract.cost import (
     removed_accumulator_reshapes,
     readers_of,
     reshape_copies,
+    shared_input_rescales,
     slice_prices,
     term_costs,
     transposing_slice_copies,
@@ -1222,3 +1223,103 @@ def test_an_add_runs_with_its_rescales_fused_does_not_fire_on_ethos_u85(scales):
     tosa, graph, types, roots = _add_of_rescales("ADD", scales, "alone")
     assert [(layer.source_operator, layer.cycles_total) for layer in estimate(tosa, target).layers] == [("Add", 512)]
     assert unfused_add_subs(graph, readers_of(graph, roots), types.get, VelaCalibratedCost(target)) == set()
+
+
+SCALED = [1, 4, 32, 12]
+
+
+def _scaled_by_one_scalar(shared: bool, reshape_first: bool) -> tuple[bytes, dict, list[str], dict]:
+    """Two int8 tensors, each -> input RESCALE -> MUL by one int8 scalar constant -> output RESCALE (attention's q and k
+    scaled by the same factor). The scalar is reshaped to rank 4 and rescaled to int32, in either order, once per MUL
+    (not shared) or once for both (shared, as the e-graph shares rescale(reshape(c)) of one constant): the TOSA graph,
+    and the same graph as terms with their roots and types."""
+    g = _Graph()
+    unit = [1] * len(SCALED)
+    c = g.const([1], "int8", [37])
+    graph = {"c": leaf("c")}
+    types = {"c": TensorType((1,), "torch.int8")}
+
+    def scalar(tag: int) -> str:
+        if reshape_first:
+            narrow = g.op("cr", ts.Op.RESHAPE, [c, g.shape_const(unit)], unit, "int8", _attr("ReshapeAttribute"))
+            tosa = _rescale(g, "inc", narrow, unit, "int8", "int32", "unit")
+            graph[f"cr{tag}"], graph[f"cw{tag}"] = Term("Reshape", ("c",), (tuple(unit),)), input_rescale(f"cr{tag}", 100 + tag)
+            types[f"cr{tag}"], types[f"cw{tag}"] = TensorType(tuple(unit), "torch.int8"), TensorType(tuple(unit), "torch.int32")
+        else:
+            wide = _rescale(g, "inc", c, [1], "int8", "int32", "unit")
+            tosa = g.op("cr", ts.Op.RESHAPE, [wide, g.shape_const(unit)], unit, "int32", _attr("ReshapeAttribute"))
+            graph[f"cr{tag}"], graph[f"cw{tag}"] = input_rescale("c", 100 + tag), Term("Reshape", (f"cr{tag}",), (tuple(unit),))
+            types[f"cr{tag}"], types[f"cw{tag}"] = TensorType((1,), "torch.int32"), TensorType(tuple(unit), "torch.int32")
+        return tosa
+
+    roots, shared_scalar = [], scalar(0) if shared else None
+    for step in range(2):
+        scale = shared_scalar if shared else scalar(step)
+        wide = _rescale(g, f"inx{step}", g.input(SCALED, "int8"), SCALED, "int8", "int32", "unit", zero_points=(3, 0))
+        g.output(_rescale(g, f"out{step}", _binary(g, f"op{step}", "MUL", wide, scale, SCALED), SCALED, "int32", "int8", "mul_out"))
+        graph |= {f"x{step}": leaf(f"x{step}"), f"wide{step}": input_rescale(f"x{step}", step)}
+        graph[f"z{step}"] = Term("Elementwise", (f"wide{step}", "cw0" if shared else f"cw{step}"), (f"tosa.MUL.default#{step}",))
+        graph[f"out{step}"] = output_rescale(f"z{step}", 10 + step)
+        types |= {f"x{step}": TensorType(tuple(SCALED), "torch.int8"), f"wide{step}": TensorType(tuple(SCALED), "torch.int32")}
+        types |= {f"z{step}": TensorType(tuple(SCALED), "torch.int32"), f"out{step}": TensorType(tuple(SCALED), "torch.int8")}
+        roots.append(f"out{step}")
+    return g.tosa.serialize(), graph, roots, types
+
+
+@pytest.mark.parametrize("reshape_first", [False, True])
+def test_a_scalar_rescale_shared_by_two_muls_runs_every_rescale_of_both_alone_on_ethos_u85(reshape_first):
+    """Vela (Ethos-U85) fuses a scalar's input RESCALE, behind or in front of its int32 RESHAPE, into the MUL that reads
+    it (one 384-cycle layer per MUL); shared by two MULs it runs alone, and each MUL's other input rescale and its output
+    rescale run alone too. graph_cost ranks the two as Vela does and charges the difference within a quarter."""
+    target = "ethos-u85-256"
+    model = VelaCalibratedCost(target)
+    private_tosa, private, private_roots, private_types = _scaled_by_one_scalar(False, reshape_first)
+    shared_tosa, shared, shared_roots, shared_types = _scaled_by_one_scalar(True, reshape_first)
+    vela_private, vela_shared = estimate(private_tosa, target), estimate(shared_tosa, target)
+    assert [(layer.source_operator, layer.cycles_total) for layer in vela_private.layers] == [("Mul", 384), ("Mul", 384)]
+    assert [(layer.source_operator, layer.cycles_total) for layer in vela_shared.layers] == [
+        ("Rescale", 86), *[("Rescale", 3008), ("Mul", 0), ("Rescale", 5664)] * 2
+    ]
+    model_private = graph_cost(private, private_roots, private_types.get, model)
+    model_shared = graph_cost(shared, shared_roots, shared_types.get, model)
+    assert model_shared - model_private == pytest.approx(vela_shared.cycles_total - vela_private.cycles_total, rel=0.25)
+
+
+def test_a_scalar_rescale_behind_its_int32_reshape_is_still_its_mul_input_rescale(model):
+    """The RESHAPE between a scalar's input RESCALE and its MUL is removed by Vela, which fuses the rescale into the MUL
+    as if it read it directly (one layer per MUL: 384 cycles on Ethos-U85, 1536 on Ethos-U55): no rescale of either
+    graph is priced as run alone."""
+    for reshape_first in (False, True):
+        _, graph, roots, types = _scaled_by_one_scalar(False, reshape_first)
+        assert shared_input_rescales(graph, readers_of(graph, roots), types.get, model) == {}
+
+
+@pytest.mark.parametrize("target", ["ethos-u55-128", "ethos-u85-256"])
+@pytest.mark.parametrize("op", ["MUL", "ADD"])
+def test_an_int32_reshape_between_an_input_rescale_and_its_op_fuses_as_without_it_in_vela(target, op):
+    """x -> input RESCALE -> int32 RESHAPE -> op with y's input RESCALE: Vela removes the reshape and fuses both
+    rescales as when the reshape comes before the rescale (the measured layers of the two graphs are equal)."""
+    shape, flat = [1, 4, 32, 12], [4, 32, 12]
+    scale = "unit" if op == "MUL" else "add"
+
+    def build(reshape_first: bool) -> bytes:
+        g = _Graph()
+        x, y = g.input(flat, "int8"), g.input(shape, "int8")
+        if reshape_first:
+            narrow = g.op("r", ts.Op.RESHAPE, [x, g.shape_const(shape)], shape, "int8", _attr("ReshapeAttribute"))
+            a = _rescale(g, "ina", narrow, shape, "int8", "int32", scale, zero_points=(3, 0))
+        else:
+            wide = _rescale(g, "ina", x, flat, "int8", "int32", scale, zero_points=(3, 0))
+            a = g.op("r", ts.Op.RESHAPE, [wide, g.shape_const(shape)], shape, "int32", _attr("ReshapeAttribute"))
+        b = _rescale(g, "inb", y, shape, "int8", "int32", scale, zero_points=(3, 0))
+        g.output(_rescale(g, "out", _binary(g, "op", op, a, b, shape), shape, "int32", "int8", "mul_out" if op == "MUL" else "add_out"))
+        return g.tosa.serialize()
+
+    behind, first = (estimate(build(r), target) for r in (False, True))
+    assert [(layer.source_operator, layer.cycles_total) for layer in behind.layers] == [(layer.source_operator, layer.cycles_total) for layer in first.layers]
+    model = VelaCalibratedCost(target)
+    wide, narrow = TensorType(tuple(shape), "torch.int32"), TensorType(tuple(shape), "torch.int8")
+    graph = {"x": leaf("x"), "y": leaf("y"), "a0": input_rescale("x", 1), "a": Term("Reshape", ("a0",), (tuple(shape),)), "b": input_rescale("y", 2)}
+    graph |= {"z": Term("Elementwise", ("a", "b"), (f"tosa.{op}.default#3",)), "out": output_rescale("z", 4)}
+    types = {"x": TensorType(tuple(flat), "torch.int8"), "y": narrow, "a0": TensorType(tuple(flat), "torch.int32"), "a": wide, "b": wide, "z": wide, "out": narrow}
+    assert shared_input_rescales(graph, readers_of(graph, ["out"]), types.get, model) == {}
