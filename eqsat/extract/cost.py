@@ -338,6 +338,13 @@ def _readers_behind_removed_reshapes(graph: dict[Hashable, Term], readers: Reade
     return reads, count
 
 
+def _is_read_once_input_rescale(
+    graph: dict[Hashable, Term], readers: Readers, type_of: Callable[[Hashable], TensorType | None], value: Hashable
+) -> bool:
+    """value is an input RESCALE that one op reads once, through the RESHAPEs Vela removes: one Vela can fuse."""
+    return value in graph and _is_input_rescale(graph[value], type_of(value)) and _readers_behind_removed_reshapes(graph, readers, value)[1] == 1
+
+
 def unfused_add_subs(
     graph: dict[Hashable, Term],
     readers: Readers,
@@ -353,9 +360,7 @@ def unfused_add_subs(
         if term.op != "Elementwise" or _opaque_name(term) not in ("ADD", "SUB"):
             continue
         operands = [_behind_removed_reshapes(graph, readers, a) for a in term.args]
-        rescaled_alone = all(
-            a in graph and _is_input_rescale(graph[a], type_of(a)) and _readers_behind_removed_reshapes(graph, readers, a)[1] == 1 for a in operands
-        )
+        rescaled_alone = all(_is_read_once_input_rescale(graph, readers, type_of, a) for a in operands)
         reads = readers.of.get(value, ())
         output_rescaled_alone = readers.count(value) == 1 and len(reads) == 1 and _is_output_rescale(graph[reads[0]], type_of(value), type_of(reads[0]))
         if not model.fuses_add_sub(tuple(_rescale_scale(graph[a]) for a in operands) if rescaled_alone else None, output_rescaled_alone):
@@ -387,12 +392,8 @@ def shared_input_rescales(
         term = graph.get(reader)
         return term is not None and term.op == "Elementwise" and model.fuses_input_rescale_into(_opaque_name(term))
 
-    def is_input_rescale(value: Hashable) -> bool:
-        return _is_input_rescale(graph[value], type_of(value))
-
     def fused_operand(value: Hashable) -> bool:
-        value = _behind_removed_reshapes(graph, readers, value)
-        return value in graph and is_input_rescale(value) and _readers_behind_removed_reshapes(graph, readers, value)[1] == 1
+        return _is_read_once_input_rescale(graph, readers, type_of, _behind_removed_reshapes(graph, readers, value))
 
     prices = {}
     for value, term in graph.items():  # in the graph's order, so that the sum of the prices is the same every run
