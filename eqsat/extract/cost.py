@@ -120,6 +120,7 @@ never states a cost in a unit it does not have.
 
 from __future__ import annotations
 
+import functools
 import logging
 import warnings
 from collections import Counter
@@ -477,7 +478,12 @@ attention-permute a 12.8% win on Ethos-U85 that Vela measured."""
 
 
 def _opaque_name(term: Term) -> str:
-    key = term.attrs[0] if term.attrs and isinstance(term.attrs[0], str) else ""
+    return _short_name(term.attrs[0] if term.attrs and isinstance(term.attrs[0], str) else "")
+
+
+@functools.lru_cache(maxsize=4096)
+def _short_name(key: str) -> str:
+    """The op name of a term's key ('tosa.MUL.default#3' -> 'MUL'): the contexts ask for the same few keys on every evaluation."""
     return vela_cost.short_op_name(key.split("#", 1)[0])
 
 

@@ -725,6 +725,8 @@ class VelaCalibratedCost:
         self._feasibility = {_feasibility_key(*json.loads(k)): v for k, v in self.data.get("transpose_feasibility", {}).items()}
         self._copies: dict[TensorType | None, float] = {}
         """batched_copies of each tensor type asked for: whole-graph costs ask for the same few types on every evaluation."""
+        self._rescales: dict[tuple[TensorType | None, TensorType | None], float] = {}
+        """standalone_input_rescale of each pair of tensor types asked for, for the same reason."""
 
     def cost(self, term: Term, out: TensorType | None, args: list[TensorType | None]) -> float:
         value = self.cost_of(op_config(term, out, args, self.target))
@@ -805,6 +807,13 @@ class VelaCalibratedCost:
 
     def standalone_input_rescale(self, source: TensorType | None, out: TensorType | None) -> float:
         """An input RESCALE (source -> int32) that Vela cannot fuse into the op reading it (measured alone)."""
+        try:
+            return self._rescales[source, out]
+        except KeyError:
+            value = self._rescales[source, out] = self._standalone_input_rescale(source, out)
+            return value
+
+    def _standalone_input_rescale(self, source: TensorType | None, out: TensorType | None) -> float:
         model = self._models.get(f"isolated/rescale/{dtype_name(source)}->int32") or self._models.get("isolated/rescale/int8->int32")
         if model is None:
             return 0.0

@@ -570,3 +570,16 @@ less per output on larger maps)."""
 def test_an_attention_sized_matmul_is_priced_near_vela_on_ethos_u55():
     errors = _u55_heldout_errors("matmul", MATMULS_U55)
     assert max(abs(e) for e in errors) <= 0.08, errors
+
+
+def test_a_standalone_input_rescale_is_priced_once_per_pair_of_types(monkeypatch):
+    """Whole-graph costs ask for the same rescales on every evaluation of a local search: the model computes each
+    pair of types once and answers the same price after."""
+    model = VelaCalibratedCost("ethos-u55-128")
+    calls = []
+    compute = model._standalone_input_rescale
+    monkeypatch.setattr(model, "_standalone_input_rescale", lambda source, out: calls.append((source, out)) or compute(source, out))
+    narrow, wide = TensorType((1, 64, 32), "torch.int8"), TensorType((1, 64, 32), "torch.int32")
+    prices = {model.standalone_input_rescale(narrow, wide) for _ in range(3)}
+    assert len(prices) == 1 and prices.pop() > 0
+    assert calls == [(narrow, wide)]
