@@ -120,7 +120,6 @@ never states a cost in a unit it does not have.
 
 from __future__ import annotations
 
-import functools
 import logging
 import warnings
 from collections import Counter
@@ -326,17 +325,20 @@ def _behind_removed_reshapes(graph: dict[Hashable, Term], readers: Readers, valu
 def _readers_behind_removed_reshapes(graph: dict[Hashable, Term], readers: Readers, value: Hashable) -> tuple[list[Hashable], int]:
     """The ops that read value to Vela, through the RESHAPEs it removes (value's one reader), and how many times value
     is read so (graph outputs included)."""
-    reads, count = [], readers.outputs.get(value, 0)
-    for reader in readers.of.get(value, ()):
-        term = graph.get(reader)
-        if term is not None and term.op == "Reshape" and readers.count(value) == 1:
-            behind, behind_count = _readers_behind_removed_reshapes(graph, readers, reader)
-            reads += behind
-            count += behind_count
-        else:
-            reads.append(reader)
-            count += 1
-    return reads, count
+    reads, count = [], 0
+    while True:  # along a chain of removed reshapes, each the one reader of the value before
+        count += readers.outputs.get(value, 0)
+        through = None
+        for reader in readers.of.get(value, ()):
+            term = graph.get(reader)
+            if term is not None and term.op == "Reshape" and readers.count(value) == 1:
+                through = reader
+            else:
+                reads.append(reader)
+                count += 1
+        if through is None:
+            return reads, count
+        value = through
 
 
 def _is_read_once_input_rescale(
@@ -478,13 +480,8 @@ attention-permute a 12.8% win on Ethos-U85 that Vela measured."""
 
 
 def _opaque_name(term: Term) -> str:
-    return _short_name(term.attrs[0] if term.attrs and isinstance(term.attrs[0], str) else "")
-
-
-@functools.lru_cache(maxsize=4096)
-def _short_name(key: str) -> str:
-    """The op name of a term's key ('tosa.MUL.default#3' -> 'MUL'): the contexts ask for the same few keys on every evaluation."""
-    return vela_cost.short_op_name(key.split("#", 1)[0])
+    key = term.attrs[0] if term.attrs and isinstance(term.attrs[0], str) else ""
+    return vela_cost.short_op_name(key.partition("#")[0])
 
 
 def _is_convolution_output(graph: dict[Hashable, Term], value: Hashable) -> bool:

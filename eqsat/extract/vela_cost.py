@@ -138,6 +138,7 @@ fix that.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import math
@@ -320,8 +321,8 @@ PROXY_OPS = {
     "RESIZE": "resize",
 }
 ATEN_CLAMPS = frozenset({"clamp", "relu", "hardtanh"})
-INPUT_RESCALE_FUSING_OPS = {"u55": frozenset({"ADD", "SUB", "MUL"}), "u85": frozenset({"ADD", "SUB", "MUL"})}
-"""The elementwise ops into which Vela fuses an input RESCALE (int8 -> int32) that only they read, per target family
+INPUT_RESCALE_FUSING_OPS = frozenset({"ADD", "SUB", "MUL"})
+"""The elementwise ops into which Vela fuses an input RESCALE (int8 -> int32) that only they read, on both targets
 (on Ethos-U55 an ADD's or SUB's only as `VelaCalibratedCost.fuses_add_sub` says)."""
 ADD_SUB_FUSED_INPUT_SCALE = {"u55": 2.0**19}
 """The target families on which Vela fuses an ADD or SUB with its input RESCALEs only when one of them scales by
@@ -544,8 +545,10 @@ def _microblock_features(out: TensorType | None, kernel_steps: int) -> dict[str,
     return {"microblocks": float(blocks), "microblock_steps": float(blocks * kernel_steps)}
 
 
+@functools.cache
 def short_op_name(name: str) -> str:
-    """'CONV2D' for 'tosa.CONV2D.default', 'convolution' for 'aten.convolution.default'."""
+    """'CONV2D' for 'tosa.CONV2D.default', 'convolution' for 'aten.convolution.default' (each name worked out once:
+    whole-graph costs ask for the same few op names on every evaluation)."""
     return name.split(".")[1] if name.count(".") >= 2 else name
 
 
@@ -785,7 +788,7 @@ class VelaCalibratedCost:
     def fuses_input_rescale_into(self, op: str) -> bool:
         """Whether Vela can fuse an input RESCALE into the elementwise op (ADD, SUB, MUL) reading it alone, on target
         (measured, tests/extract/test_cost.py; on Ethos-U55 an ADD or SUB also needs what `fuses_add_sub` checks)."""
-        return op in INPUT_RESCALE_FUSING_OPS[target_family(self.target)]
+        return op in INPUT_RESCALE_FUSING_OPS
 
     def fuses_add_sub(self, scales: tuple[float | None, ...] | None, output_rescaled_alone: bool) -> bool:
         """Whether Vela runs an ADD or SUB as one pass with its input and output RESCALEs fused into it, on target.

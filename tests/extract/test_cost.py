@@ -1294,6 +1294,18 @@ def test_a_scalar_rescale_behind_its_int32_reshape_is_still_its_mul_input_rescal
         assert shared_input_rescales(graph, readers_of(graph, roots), types.get, model) == {}
 
 
+def test_a_chain_of_removed_reshapes_behind_an_input_rescale_is_walked_whatever_its_length():
+    """An input rescale behind 5,000 int32 RESHAPEs, each the one reader of the one before, is still its MUL's input
+    rescale: the walk through them is a loop, not a recursion that Python's stack would end."""
+    model = VelaCalibratedCost("ethos-u85-256")
+    graph = {"x": leaf("x"), "y": leaf("y"), "r0": input_rescale("x", 1), "b": input_rescale("y", 2)}
+    for i in range(1, 5000):
+        graph[f"r{i}"] = Term("Reshape", (f"r{i - 1}",), ((1, 64, 32),))
+    graph["z"] = Term("Elementwise", ("r4999", "b"), ("tosa.MUL.default#3",))
+    types = {value: WIDE for value in graph} | {"x": TYPE, "y": TYPE}
+    assert shared_input_rescales(graph, readers_of(graph, ["z"]), types.get, model) == {}
+
+
 @pytest.mark.parametrize("target", ["ethos-u55-128", "ethos-u85-256"])
 @pytest.mark.parametrize("op", ["MUL", "ADD"])
 def test_an_int32_reshape_between_an_input_rescale_and_its_op_fuses_as_without_it_in_vela(target, op):
