@@ -179,6 +179,7 @@ def test_the_zoo_chart_is_redrawn_from_results_json_and_stays_one_page_wide(tmp_
 
     assert chart_width(2) == chart_width(40) <= 1400  # one panel per target, models down the side: more models, a taller chart
 
+
 def test_calibration_inputs_default_to_seeded_random_tensors_shaped_like_the_example():
     example = (torch.zeros(1, 4, 8), torch.zeros(2, dtype=torch.int32))
     samples = bench.calibration_inputs("spec", example, None)
