@@ -10,7 +10,9 @@ Each model x target runs in its own process (a crash loses one row, not the
 run) and leaves its row as JSON under `<out>/runs/`; a rerun skips rows that
 exist and were measured with the current calibration file of their target, so
 an interrupted run resumes. The rows are then gathered into
-`results.json`, a markdown table `results.md` and PNG charts.
+`results.json`, a markdown table `results.md` and PNG charts; the charts
+are drawn from `results.json` alone (`plot`), so they can be redrawn without
+rerunning the models.
 """
 
 from __future__ import annotations
@@ -290,38 +292,55 @@ def summary(rows: list[dict]) -> str:
     lines = []
     for target in sorted({r["target"] for r in rows}):
         mine = [r for r in rows if r["target"] == target]
-        stock = sum(r["stock"]["cycles_total"] for r in mine)
-        eqsat = sum(r["optimized"]["cycles_total"] for r in mine)
         slower = [r["model"] for r in mine if r["optimized"]["cycles_total"] > r["stock"]["cycles_total"]]
         faster = sum(r["optimized"]["cycles_total"] < r["stock"]["cycles_total"] for r in mine)
         shares = [r["eqsat_seconds"] / r["optimized"]["lowering_seconds"] for r in mine if r["optimized"]["lowering_seconds"]]
         memory = [p for r in mine for p in [x.get("peak_memory_mb") for x in r["reports"]] if p is not None]
         lines.append(
             f"- {target}: {len(mine)} models, {faster} faster, {len(slower)} slower{' (' + ', '.join(slower) + ')' if slower else ''}; "
-            f"summed inference cycles eqsat/stock = {eqsat / stock:.3f}; largest eqsat time share {100 * max(shares, default=0):.1f}%; "
+            f"summed inference cycles eqsat/stock = {summed_ratio(mine):.3f}; largest eqsat time share {100 * max(shares, default=0):.1f}%; "
             f"largest optimizer peak memory {max(memory, default=0):.0f} MiB"
         )
     return "\n".join(lines) + "\n"
 
 
-def plot(rows: list[dict], out: Path) -> list[Path]:
-    """Bar charts: inference cycles stock vs eqsat per model and target, and eqsat's share of lowering time."""
-    written = []
-    labels = [f"{r['model']}\n{r['target']}" for r in rows]
-    positions = range(len(rows))
-    figure, axes = plt.subplots(figsize=(max(6, 0.9 * len(rows)), 4.5))
-    axes.bar([p - 0.2 for p in positions], [r["stock"]["cycles_total"] for r in rows], 0.4, label="stock")
-    axes.bar([p + 0.2 for p in positions], [r["optimized"]["cycles_total"] for r in rows], 0.4, label="eqsat")
-    axes.set_xticks(list(positions), labels, rotation=60, ha="right", fontsize=7)
-    axes.set_yscale("log")
-    axes.set_ylabel("Vela cycles_total (inference estimate, log scale)")
-    axes.set_title("Inference cycles per model and target, stock vs eqsat")
-    axes.legend()
+def ratio(row: dict) -> float:
+    """A row's inference cycles eqsat/stock: below 1 eqsat made the lowering faster."""
+    return row["optimized"]["cycles_total"] / row["stock"]["cycles_total"]
+
+
+def summed_ratio(rows: list[dict]) -> float:
+    """Summed inference cycles eqsat/stock over rows: each model weighs by its stock cycles."""
+    return sum(r["optimized"]["cycles_total"] for r in rows) / sum(r["stock"]["cycles_total"] for r in rows)
+
+
+def plot_ratios(rows: list[dict], path: Path) -> None:
+    """One panel per target: each model's inference cycles eqsat/stock, sorted, a line at 1.0 (no change),
+    the summed ratio in the panel's title."""
+    targets = sorted({r["target"] for r in rows})
+    height = max(3.0, 0.25 * max(sum(r["target"] == t for r in rows) for t in targets) + 1.2)
+    figure, panels = plt.subplots(1, len(targets), figsize=(5.5 * len(targets), height), squeeze=False)
+    for axes, target in zip(panels[0], targets):
+        mine = sorted((r for r in rows if r["target"] == target), key=lambda r: (ratio(r), r["model"]), reverse=True)  # best on top
+        ratios = [ratio(r) for r in mine]
+        colours = ["tab:green" if x < 1 else "tab:red" if x > 1 else "tab:gray" for x in ratios]
+        axes.barh([r["model"] for r in mine], ratios, color=colours)
+        for position, value in enumerate(ratios):
+            axes.text(value, position, f" {value:.3f}", va="center", fontsize=7)
+        axes.axvline(1.0, color="black", linewidth=0.8)
+        axes.set_xlim(0, 1.12 * max(1.0, *ratios))
+        axes.tick_params(axis="y", labelsize=8)
+        axes.set_xlabel("Vela cycles_total, eqsat / stock (below 1: faster)")
+        axes.set_title(f"{target}: summed eqsat/stock = {summed_ratio(mine):.3f}", fontsize=10)
     figure.tight_layout()
-    written.append(out / "cycles.png")
-    figure.savefig(written[-1], dpi=120)
+    figure.savefig(path, dpi=120)
     plt.close(figure)
 
+
+def plot_time_share(rows: list[dict], path: Path) -> None:
+    """Bars: eqsat's share of lowering time per model and target."""
+    labels = [f"{r['model']}\n{r['target']}" for r in rows]
+    positions = range(len(rows))
     figure, axes = plt.subplots(figsize=(max(6, 0.9 * len(rows)), 4))
     shares = [100 * r["eqsat_seconds"] / r["optimized"]["lowering_seconds"] for r in rows]
     axes.bar(list(positions), shares)
@@ -329,10 +348,17 @@ def plot(rows: list[dict], out: Path) -> list[Path]:
     axes.set_ylabel("eqsat time / lowering time (%)")
     axes.set_title("Time eqsat adds to the lowering")
     figure.tight_layout()
-    written.append(out / "time_share.png")
-    figure.savefig(written[-1], dpi=120)
+    figure.savefig(path, dpi=120)
     plt.close(figure)
-    return written
+
+
+def plot(out: Path) -> list[Path]:
+    """The zoo charts, cycles.png and time_share.png, drawn from `<out>/results.json` alone, so that they
+    can be redrawn without rerunning the models."""
+    rows = json.loads((out / "results.json").read_text())
+    plot_ratios(rows, out / "cycles.png")
+    plot_time_share(rows, out / "time_share.png")
+    return [out / "cycles.png", out / "time_share.png"]
 
 
 def cycles_by_source(measurement: dict) -> dict[str, int]:
@@ -384,7 +410,7 @@ def write_results(rows: list[dict], out: Path) -> None:
     for row in with_layers:
         plot_where_cycles_went(row, out / "layers" / f"{row['model']}__{row['target']}.png")
     (out / "headline.md").write_text(headline_table(rows))
-    plot(rows, out)
+    plot(out)
 
 
 def main(models: dict[str, str], targets: list[str], out: Path, **settings) -> int:

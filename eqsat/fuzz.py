@@ -585,7 +585,7 @@ def _quiet(expected_refusal: bool) -> Iterator[None]:
         eqsat_logger.setLevel(level)
 
 
-class FuzzFailure(AssertionError):
+class FuzzFailure(pipeline.EqsatError):
     """A generated graph that the optimizer got wrong (message: what, and a reproducer)."""
 
 

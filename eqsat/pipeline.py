@@ -71,7 +71,7 @@ COST_TOLERANCE = 1e-9
 
 
 class EqsatError(RuntimeError):
-    """An internal failure of the optimizer (raised only in strict mode)."""
+    """An internal failure of the optimizer (`optimize` raises it only in strict mode; the fuzzer, for a graph it got wrong)."""
 
 
 class BudgetExceeded(EqsatError):

@@ -158,6 +158,28 @@ def test_where_the_cycles_went_groups_layers_by_source_op_and_says_what_changed(
     assert "| Concat | 100 | 100 | +0 |  |" in lines
 
 
+def test_the_summed_ratio_weighs_each_model_by_its_stock_cycles():
+    rows = [row("big", 9900, 4900, "x"), row("small", 0, 100, "x")]  # cycles_total 10000 -> 5000 and 100 -> 200
+    assert [bench.ratio(r) for r in rows] == [0.5, 2.0]
+    assert bench.summed_ratio(rows) == 5200 / 10100
+    assert f"summed inference cycles eqsat/stock = {5200 / 10100:.3f}" in bench.summary(rows)
+
+
+def test_the_zoo_chart_is_redrawn_from_results_json_and_stays_one_page_wide(tmp_path):
+    from matplotlib.image import imread
+
+    def chart_width(count: int) -> int:
+        out = tmp_path / str(count)
+        out.mkdir()
+        rows = [row(f"model-{i}", 1000, 900 + i, "x") for i in range(count)]
+        rows += [{**r, "target": "ethos-u85-256"} for r in rows]
+        (out / "results.json").write_text(json.dumps(rows))
+        assert bench.plot(out) == [out / "cycles.png", out / "time_share.png"]
+        return imread(out / "cycles.png").shape[1]
+
+    assert chart_width(2) == chart_width(40) <= 1400  # one panel per target, models down the side: more models, a taller chart
+
+
 def test_calibration_inputs_default_to_seeded_random_tensors_shaped_like_the_example():
     example = (torch.zeros(1, 4, 8), torch.zeros(2, dtype=torch.int32))
     samples = bench.calibration_inputs("spec", example, None)

@@ -72,7 +72,7 @@ class Op:
     moves_data: bool = False
 
 
-class RequireViolation(AssertionError):
+class RequireViolation(ValueError):
     """An op on which the TOSA specification's REQUIRE (its result is unpredictable: the reference model
     says TOSA_UNPREDICTABLE) or ERROR_IF (the graph is invalid: TOSA_ERROR) fails."""
 

@@ -5,17 +5,20 @@ These rules derive them for new terms, name the operands of concats and
 elementwise ops with `element` handles that other rules join on, and fill the
 lookups that let one rule stand for a law at every index (`concat_offset`,
 `index_below`, `inverse_perm`, ...). They are saturated apart from the
-rewrites (STYLE §egglog-python). One helper creates extractable terms:
+rewrites (STYLE §egglog-python). Two helpers create extractable terms:
 `transposed_inputs` builds the transposes that transpose-through-concat puts
-in its new concat (finitely many: one per input of a transposed concat).
+in its new concat, and `reshaped_inputs` the reshapes that
+reshape-through-concat puts in its new concat (finitely many: one per input of
+a transposed or reshaped concat).
 
 Bounds: every rule joins the matched term with at most two facts keyed on it
 (its operand's shape, its element at index i, the previous step of an
 inductive helper); the helpers that enumerate a Vec (`concat_offset`,
 `prefix_min`, `window`, `rescaled_sources`, `transposed_sources`,
-`inverse_perm`, `paired_perm`, `transposed_inputs`) take one element per
-step, and only for the terms whose law reads them (a transpose under a slice,
-of a pad, of a concat); `view_window` is one row per pair of shapes around
+`inverse_perm`, `paired_perm`, `transposed_inputs`, `reshaped_inputs`) take
+one element per step, and only for the terms whose law reads them (a
+transpose under a slice, of a pad, of a concat; a reshape of a concat);
+`view_window` is one row per pair of shapes around
 the reshape of a transpose, reshape, transpose window, and
 `first_inner_boundary`, whose rules enumerate the dims of both shapes, is keyed
 on those rows, not on the windows: an e-graph of many equivalent windows
@@ -484,8 +487,8 @@ def transposed_inputs(parts: Vec[Tensor], perm: Vec[i64], count: i64Like) -> Vec
     """[transpose(parts[0], perm), ..., transpose(parts[count - 1], perm)], for every transpose(concat(parts, _), perm)
     of 2..MAX_CONCAT_ARITY inputs: the inputs of the concat that transpose-through-concat builds.
 
-    The one helper that creates tensor terms: the transposes the law puts in its
-    new concat, one input per step, so that the law is one rule for every arity
+    One of the two helpers that create tensor terms (with `reshaped_inputs`): the transposes the law puts
+    in its new concat, one input per step, so that the law is one rule for every arity
     (queries cannot iterate over a Vec, DESIGN §3).
     """
 
