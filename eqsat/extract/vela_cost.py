@@ -525,23 +525,30 @@ def _channel_group_features(out: TensorType | None, kernel_positions: int) -> di
     return {"channel_group_elements": grouped, "channel_group_macs": grouped * kernel_positions}
 
 
-U55_OFM_MICROBLOCK = (1, 2, 8)
-"""The output microblock (height, width, depth) Ethos-U55-128 computes in one step (Vela's architecture
-config): its MAC cycles grow with the microblocks an output covers, not with its elements."""
+OFM_MICROBLOCKS = {"ethos-u55-32": (1, 1, 4), "ethos-u55-64": (1, 1, 8), "ethos-u55-128": (1, 2, 8), "ethos-u55-256": (2, 2, 8)}
+"""The output microblock (height, width, depth) an Ethos-U55 computes in one step, per MAC configuration
+(regor architecture/ethosu55/ethos_u55.cpp, `s_EthosU55Configs`; Ethos-U65-256 and -512 use the 256-MAC
+block, architecture/ethosu65/ethos_u65.cpp `s_EthosU65Configs`): its MAC cycles grow with the microblocks an
+output covers, not with its elements. Only Ethos-U55-class fits use these features."""
 
 
-def _microblocks(out: TensorType | None) -> int:
-    """How many U55 output microblocks (`U55_OFM_MICROBLOCK`) cover out's NHWC positions and channels."""
+def ofm_microblock(target: str) -> tuple[int, int, int]:
+    """The output microblock of target (`OFM_MICROBLOCKS`; the 256-MAC one on Ethos-U65 and, unused, on Ethos-U85)."""
+    return OFM_MICROBLOCKS.get(target, OFM_MICROBLOCKS["ethos-u55-256"])
+
+
+def _microblocks(out: TensorType | None, microblock: tuple[int, int, int]) -> int:
+    """How many output microblocks cover out's NHWC positions and channels."""
     if out is None or len(out.shape) != 4:
         return elements(out)
     n, h, w, c = out.shape
-    return n * math.prod(-(-size // block) for size, block in zip((h, w, c), U55_OFM_MICROBLOCK))
+    return n * math.prod(-(-size // block) for size, block in zip((h, w, c), microblock))
 
 
-def _microblock_features(out: TensorType | None, kernel_steps: int) -> dict[str, float]:
+def _microblock_features(out: TensorType | None, kernel_steps: int, target: str) -> dict[str, float]:
     """A depthwise convolution's or a pooling's work in Ethos-U55 output microblocks: the microblocks it
     writes, and those times the MAC steps each takes (`kernel_steps`)."""
-    blocks = _microblocks(out)
+    blocks = _microblocks(out, ofm_microblock(target))
     return {"microblocks": float(blocks), "microblock_steps": float(blocks * kernel_steps)}
 
 
@@ -556,7 +563,9 @@ DEFAULT_POOL_WINDOW = (2, 2)
 """The window a pooling whose key carries none (`ir.window_of`) is priced with."""
 
 
-def _opaque_config(name: str, out: TensorType | None, args: list[TensorType | None], window: tuple[int, int] | None = None) -> OpConfig:
+def _opaque_config(
+    name: str, out: TensorType | None, args: list[TensorType | None], target: str, window: tuple[int, int] | None = None
+) -> OpConfig:
     op = short_op_name(name)
     weight = args[1] if len(args) > 1 else None
     if op == "CONV2D" and weight is not None and len(weight.shape) == 4:  # OHWI
@@ -567,7 +576,7 @@ def _opaque_config(name: str, out: TensorType | None, args: list[TensorType | No
     if op == "DEPTHWISE_CONV2D" and weight is not None and len(weight.shape) == 4:  # HWCM
         splits = stride_splits(args[0], (weight.shape[0], weight.shape[1]), out)
         features = _conv_features(out, args, weight.shape[0] * weight.shape[1], splits)
-        features |= _microblock_features(out, -(-weight.shape[0] * weight.shape[1] // 4))  # 4 kernel positions a step
+        features |= _microblock_features(out, -(-weight.shape[0] * weight.shape[1] // 4), target)  # 4 kernel positions a step
         return OpConfig("depthwise_conv2d", features | _channel_group_features(out, weight.shape[0] * weight.shape[1]))
     if op == "MATMUL" and args and args[0] is not None:
         return OpConfig("matmul", _conv_features(out, args, args[0].shape[-1]))
@@ -576,7 +585,7 @@ def _opaque_config(name: str, out: TensorType | None, args: list[TensorType | No
             features = _conv_features(out, args, math.prod(weight.shape[1:]))
             if out is not None and len(out.shape) == 4:  # NCHW
                 nhwc = TensorType((out.shape[0], out.shape[2], out.shape[3], out.shape[1]), out.dtype)
-                features |= _microblock_features(nhwc, -(-weight.shape[2] * weight.shape[3] // 4))
+                features |= _microblock_features(nhwc, -(-weight.shape[2] * weight.shape[3] // 4), target)
             return OpConfig("depthwise_conv2d", features | _channel_group_features(out, weight.shape[2] * weight.shape[3]))
         features = _conv_features(out, args, math.prod(weight.shape[1:]))
         return OpConfig("conv2d", features | _weight_unit_features(out, (weight.shape[2], weight.shape[3]), weight.shape[1], 1))
@@ -590,7 +599,7 @@ def _opaque_config(name: str, out: TensorType | None, args: list[TensorType | No
             # a global pool: its window is the whole map, and Vela's pooling cycles grow with the window
             features["in_elements_global"] = n_in if out.shape[1] * out.shape[2] == 1 < x.shape[1] * x.shape[2] else 0.0
             # on Ethos-U55 a pooling takes a step per window position for each output microblock it writes
-            features |= _microblock_features(out, math.prod(window or DEFAULT_POOL_WINDOW))
+            features |= _microblock_features(out, math.prod(window or DEFAULT_POOL_WINDOW), target)
         return OpConfig(PROXY_OPS[op], features)
     if op == "RESCALE":
         return _rescale_config(args[0] if args else None, out, per_channel=True)
@@ -650,7 +659,7 @@ def op_config(term: Term, out: TensorType | None, args: list[TensorType | None],
     if term.op == "Elementwise":
         return _elementwise_config(name, out, args)
     # Reduce and Table: priced as the opaque op they were read from (the key names it)
-    return _opaque_config(name, out, args, window_of(term.attrs[0]))
+    return _opaque_config(name, out, args, target, window_of(term.attrs[0]))
 
 
 # ---------------------------------------------------------------- the model

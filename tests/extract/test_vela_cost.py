@@ -480,7 +480,7 @@ def test_a_global_average_pool_costs_about_what_vela_charges(target):
 
 def test_ethos_u55_runs_depthwise_channels_in_microblocks_of_8():
     """A 3x3 depthwise convolution over 16x4 positions on Ethos-U55-128: 9 channels cost 56% more than 8 in Vela
-    (one more 8-channel output microblock, vela_cost.U55_OFM_MICROBLOCK), 16 channels 94% more; a 5-wide map costs
+    (one more 8-channel output microblock, vela_cost.OFM_MICROBLOCKS), 16 channels 94% more; a 5-wide map costs
     90% of a 6-wide one (microblocks 2 positions wide). The model follows (it priced 9 channels 10% above 8)."""
     from eqsat.calibration.fit import sample_config
     from eqsat.calibration.graphs import Sample
@@ -491,6 +491,21 @@ def test_ethos_u55_runs_depthwise_channels_in_microblocks_of_8():
     eight, nine, sixteen, five_wide, six_wide = (VelaCalibratedCost(target).cost_of(sample_config(s, target)) for s in samples)
     assert nine > 1.5 * eight and sixteen > nine
     assert five_wide > 0.95 * six_wide
+
+
+@pytest.mark.parametrize("target, depth", [("ethos-u55-32", 4), ("ethos-u55-128", 8)])
+def test_each_ethos_u55_counts_depthwise_work_in_its_own_microblocks(target, depth):
+    """Vela's depthwise cycles jump by half or more one channel past the target's microblock depth (4 on
+    Ethos-U55-32, 8 on Ethos-U55-128, regor's `s_EthosU55Configs`: 3x3 over 8x3, 595 -> 1000 and 576 -> 880
+    cycles), and grow by under a fifth up to it; the microblock features step where Vela does."""
+    from eqsat.calibration.fit import sample_config
+    from eqsat.calibration.graphs import Sample
+
+    samples = [Sample("depthwise_conv2d", {"h": 8, "w": 3, "c": c, "k": 3, "stride": 1}) for c in (depth - 1, depth, depth + 1)]
+    below, full, over = (vela_sample(s.kind, target, **s.params).cycles_total for s in samples)
+    assert full < 1.2 * below and over > 1.5 * full
+    blocks = [sample_config(s, target).features["microblocks"] for s in samples]
+    assert blocks[0] == blocks[1] and blocks[2] == 2 * blocks[1]
 
 
 DEPTHWISE_U55 = [
