@@ -48,6 +48,7 @@ models on held-out shapes and on the whole zoo models.
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import hashlib
 import json
 import os
@@ -55,6 +56,7 @@ import re
 import sys
 import time
 from pathlib import Path
+from typing import Iterator
 
 from eqsat.extract import vela_cost
 from eqsat.calibration.fit import fit, folds_transpose_into_producer, transpose_feasibility
@@ -223,25 +225,51 @@ def measure(samples: list[Sample], target: str, workdir: Path, *, jobs: int = 2,
 # ---------------------------------------------------------------- context blocks, lowered by the Arm backend in a worker process
 
 
+@contextlib.contextmanager
+def graphs_at_eqsat_position() -> Iterator[list]:
+    """Every Arm pipeline built inside the with-block keeps a copy of each graph at the point where the
+    installed pass would run (`arm_pass.INSERTION_POINTS`' default), and changes nothing.
+
+    Calibration measures a target before eqsat can price it, so it captures the graphs with this pass,
+    not with `EqsatPass` (which refuses a target without a calibration)."""
+    from executorch.backends.arm._passes import arm_pass_manager
+    from executorch.backends.arm._passes.ensure_unique_output_nodes_pass import EnsureUniqueOutputNodesPass
+    from executorch.exir.pass_base import ExportPass, PassResult
+
+    from eqsat.arm_pass import _copy_graph
+
+    graphs: list = []
+
+    class KeepGraph(ExportPass):
+        _passes_required_after: set = set()
+
+        def call(self, graph_module):
+            graphs.append(_copy_graph(graph_module))
+            return PassResult(graph_module, False)
+
+    keeper = KeepGraph()
+    arm_pass_manager.register_pass_insertions_before(EnsureUniqueOutputNodesPass, [keeper])
+    try:
+        yield graphs
+    finally:
+        for registered in arm_pass_manager._registered_pass_insertions.values():
+            registered.before_passes[:] = [p for p in registered.before_passes if p is not keeper]
+
+
 def lower_block(params: dict, target: str) -> dict:
-    """Lower one bundle of context blocks with eqsat installed (no rules); the nodes eqsat saw and Vela's cycles per measure."""
+    """Lower one bundle of context blocks; the nodes at eqsat's position and Vela's cycles per measure."""
     import tempfile
 
-    import eqsat
     from eqsat import bridge_fx, lowering, vela
 
     module, inputs = context_bundle(params)
     program = lowering.quantize(module, inputs, target)
-    eqsat_pass = eqsat.install(target=target, rules=(), keep_inputs=True)
-    try:
-        with tempfile.TemporaryDirectory(prefix="eqsat-calibrate-") as directory:
-            lowered = lowering.lower(program, target, workdir=directory)
-    finally:
-        eqsat.uninstall()
+    with graphs_at_eqsat_position() as input_graphs, tempfile.TemporaryDirectory(prefix="eqsat-calibrate-") as directory:
+        lowered = lowering.lower(program, target, workdir=directory)
     nodes: list = []
     operands: list[list[int]] = []  # per node, the positions in nodes of its operands
     outputs: list[int] = []  # the positions in nodes of the graph outputs
-    for graph_module in eqsat_pass.input_graphs:
+    for graph_module in input_graphs:
         read = bridge_fx.read_graph(graph_module)
         position: dict[int, int] = {}
         for i, (node, term) in enumerate(zip(read.nodes, read.terms)):
