@@ -76,7 +76,7 @@ def tosa_op_counts(tosa_flatbuffer: bytes) -> Counter:
 
 def measure(lowered: lowering.Lowered, workdir: Path) -> Measurement:
     """Vela's estimate and the TOSA op counts of every delegate of a lowering."""
-    estimates = [vela.estimate(graph, lowered.target, workdir=workdir) for graph in lowered.tosa_flatbuffers]
+    estimates = [vela.estimate(graph, lowered.configuration, workdir=workdir) for graph in lowered.tosa_flatbuffers]
     ops: Counter = Counter()
     for graph in lowered.tosa_flatbuffers:
         ops.update(tosa_op_counts(graph))
