@@ -8,8 +8,11 @@ builders (`python -m benchmarks` hands it over); a user hands their own with
 
 Each model x target runs in its own process (a crash loses one row, not the
 run) and leaves its row as JSON under `<out>/runs/`; a rerun skips rows that
-exist and were measured with the current calibration file of their target, so
-an interrupted run resumes. The rows are then gathered into
+exist and were measured with the current calibration file of their target's
+configuration, so an interrupted run resumes. A target runs at its compile
+spec's default configuration unless the run names a system config, memory
+mode or vela.ini (eqsat.configuration); a row of another configuration is
+labelled with its `Configuration.name`. The rows are then gathered into
 `results.json`, a markdown table `results.md` and PNG charts.
 """
 
@@ -26,6 +29,7 @@ from pathlib import Path
 import matplotlib
 from tqdm import tqdm
 
+from eqsat.configuration import Configuration
 from eqsat.extract import vela_cost
 
 matplotlib.use("Agg")
@@ -126,7 +130,7 @@ def calibration_inputs(spec: str, example_inputs: tuple, path: Path | None) -> l
 
 
 def run_one(
-    spec: str, model: str, target: str, row_path: Path, quantization: str = "a8w8", calibration_path: Path | None = None
+    spec: str, model: str, target: Configuration | str, row_path: Path, quantization: str = "a8w8", calibration_path: Path | None = None
 ) -> None:
     """Measure one model on one target and write its row (runs in a worker process)."""
     from eqsat.compare import compare
@@ -138,11 +142,16 @@ def run_one(
     row_path.write_text(json.dumps(row, indent=1))
 
 
-def _row_path(out: Path, model: str, target: str) -> Path:
-    return out / "runs" / f"{model}__{target}.json"
+def _row_path(out: Path, model: str, configuration: Configuration) -> Path:
+    return out / "runs" / f"{model}__{configuration.name}.json"
 
 
-def _is_current(row_path: Path, target: str, quantization: str, calibration_path: Path | None) -> bool:
+def configuration_name(row: dict) -> str:
+    """What a row was measured on: its target, or its configuration's name when that is not the target's default."""
+    return row.get("configuration") or row["target"]
+
+
+def _is_current(row_path: Path, target: Configuration, quantization: str, calibration_path: Path | None) -> bool:
     """The row exists and was measured with target's current cost-model calibration, this quantization and
     these calibration inputs."""
     if not row_path.exists():
@@ -157,34 +166,36 @@ def _is_current(row_path: Path, target: str, quantization: str, calibration_path
 
 def run(
     models: dict[str, str],
-    targets: list[str],
+    targets: list[Configuration | str],
     out: Path,
     *,
     fresh: bool = False,
     quantization: str = "a8w8",
     calibration_path: Path | None = None,
 ) -> list[dict]:
-    """Measure every model (name -> builder spec) on every target, each in its own process; returns the rows."""
+    """Measure every model (name -> builder spec) on every target (a configuration, or a target at its default
+    configuration), each in its own process; returns the rows."""
     (out / "runs").mkdir(parents=True, exist_ok=True)
-    jobs = [(m, t) for m in models for t in targets]
+    configurations = [t if isinstance(t, Configuration) else Configuration.of(t) for t in targets]
+    jobs = [(m, c) for m in models for c in configurations]
     # workers import the specs' modules from where this process was started
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [os.getcwd(), os.environ.get("PYTHONPATH", "")]))}
     failures = []
     with tqdm(jobs, desc="eqsat bench", unit="run") as progress:
         for model, target in progress:
-            progress.set_postfix_str(f"{model} {target}")
+            progress.set_postfix_str(f"{model} {target.name}")
             row_path = _row_path(out, model, target)
             if not fresh and _is_current(row_path, target, quantization, calibration_path):
                 continue
             worker = subprocess.run(
-                [sys.executable, "-m", "eqsat.bench", models[model], model, target, str(row_path), quantization]
+                [sys.executable, "-m", "eqsat.bench", models[model], model, json.dumps(target.as_data()), str(row_path), quantization]
                 + ([str(calibration_path)] if calibration_path else []),
                 capture_output=True,
                 text=True,
                 env=env,
             )
             if worker.returncode != 0:
-                failures.append((model, target, worker.stderr.strip().splitlines()[-1:]))
+                failures.append((model, target.name, worker.stderr.strip().splitlines()[-1:]))
     for model, target, last_line in failures:
         print(f"eqsat bench: {model} on {target} failed: {' '.join(last_line)}", file=sys.stderr)
     rows = [json.loads(p.read_text()) for m, t in jobs if (p := _row_path(out, m, t)).exists()]
@@ -231,7 +242,7 @@ def _time_share(row: dict) -> str:
 
 COLUMNS = {
     "model": ("model", "---", lambda r: r["model"]),
-    "target": ("target", "---", lambda r: r["target"]),
+    "target": ("target", "---", configuration_name),
     "stock": ("inference cycles stock", "---:", lambda r: str(r["stock"]["cycles_total"])),
     "eqsat": ("inference cycles eqsat", "---:", lambda r: str(r["optimized"]["cycles_total"])),
     "change": ("change", "---:", lambda r: _change(r["stock"]["cycles_total"], r["optimized"]["cycles_total"])),
@@ -288,8 +299,8 @@ def summary(rows: list[dict]) -> str:
     """Per target: the rows, the rows slower or faster with eqsat, the ratio of summed inference cycles,
     the largest time share and the largest peak memory of the optimizer's worker."""
     lines = []
-    for target in sorted({r["target"] for r in rows}):
-        mine = [r for r in rows if r["target"] == target]
+    for target in sorted({configuration_name(r) for r in rows}):
+        mine = [r for r in rows if configuration_name(r) == target]
         stock = sum(r["stock"]["cycles_total"] for r in mine)
         eqsat = sum(r["optimized"]["cycles_total"] for r in mine)
         slower = [r["model"] for r in mine if r["optimized"]["cycles_total"] > r["stock"]["cycles_total"]]
@@ -401,9 +412,10 @@ def main(models: dict[str, str], targets: list[str], out: Path, **settings) -> i
     return 0 if complete and all(r["bit_exact"] for r in rows) else 1
 
 
-if __name__ == "__main__":  # worker process: SPEC NAME TARGET ROW QUANTIZATION [CALIBRATION_INPUTS]
+if __name__ == "__main__":  # worker process: SPEC NAME CONFIGURATION ROW QUANTIZATION [CALIBRATION_INPUTS]
     try:
-        run_one(*sys.argv[1:4], Path(sys.argv[4]), sys.argv[5], Path(sys.argv[6]) if len(sys.argv) > 6 else None)
+        configuration = vela_cost.recorded_configuration(json.loads(sys.argv[3]))
+        run_one(*sys.argv[1:3], configuration, Path(sys.argv[4]), sys.argv[5], Path(sys.argv[6]) if len(sys.argv) > 6 else None)
     except ModelSpecError as error:
         print(f"eqsat bench: {error}", file=sys.stderr)
         sys.exit(2)
