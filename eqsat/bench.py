@@ -318,7 +318,7 @@ def summary(rows: list[dict]) -> str:
 def plot(rows: list[dict], out: Path) -> list[Path]:
     """Bar charts: inference cycles stock vs eqsat per model and target, and eqsat's share of lowering time."""
     written = []
-    labels = [f"{r['model']}\n{r['target']}" for r in rows]
+    labels = [f"{r['model']}\n{configuration_name(r)}" for r in rows]
     positions = range(len(rows))
     figure, axes = plt.subplots(figsize=(max(6, 0.9 * len(rows)), 4.5))
     axes.bar([p - 0.2 for p in positions], [r["stock"]["cycles_total"] for r in rows], 0.4, label="stock")
@@ -357,7 +357,7 @@ def cycles_by_source(measurement: dict) -> dict[str, int]:
 def where_cycles_went(row: dict) -> str:
     """A markdown table: per source TOSA operator, inference cycles stock and eqsat, and what happened."""
     stock, eqsat = cycles_by_source(row["stock"]), cycles_by_source(row["optimized"])
-    lines = [f"#### {row['model']} on {row['target']}", "", "| source TOSA op | stock | eqsat | change | |", "|---|---:|---:|---:|---|"]
+    lines = [f"#### {row['model']} on {configuration_name(row)}", "", "| source TOSA op | stock | eqsat | change | |", "|---|---:|---:|---:|---|"]
     for source in sorted(set(stock) | set(eqsat), key=lambda s: -max(stock.get(s, 0), eqsat.get(s, 0))):
         before, after = stock.get(source, 0), eqsat.get(source, 0)
         what = "vanished" if after == 0 < before else "appeared" if before == 0 < after else "dearer" if after > before else "cheaper" if after < before else ""
@@ -376,7 +376,7 @@ def plot_where_cycles_went(row: dict, path: Path) -> None:
         axes.bar(["stock", "eqsat"], heights, bottom=bottoms, label=source)
         bottoms = [b + h for b, h in zip(bottoms, heights)]
     axes.set_ylabel("Vela inference cycles (Op Cycles)")
-    axes.set_title(f"{row['model']} on {row['target']}", fontsize=9)
+    axes.set_title(f"{row['model']} on {configuration_name(row)}", fontsize=9)
     axes.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
     figure.tight_layout()
     figure.savefig(path, dpi=110)
@@ -393,7 +393,7 @@ def write_results(rows: list[dict], out: Path) -> None:
     (out / "results.md").write_text(markdown_table(rows) + ("\n".join(where) if with_layers else ""))
     (out / "layers").mkdir(exist_ok=True)
     for row in with_layers:
-        plot_where_cycles_went(row, out / "layers" / f"{row['model']}__{row['target']}.png")
+        plot_where_cycles_went(row, out / "layers" / f"{row['model']}__{configuration_name(row)}.png")
     (out / "headline.md").write_text(headline_table(rows))
     plot(rows, out)
 
@@ -406,7 +406,7 @@ def main(models: dict[str, str], targets: list[str], out: Path, **settings) -> i
     print(summary(rows))
     for row in rows:
         if row["stock"]["cpu_ops"]:
-            print(f"eqsat bench: {row['model']} on {row['target']} is not fully delegated; on the CPU: {', '.join(row['stock']['cpu_ops'])}")
+            print(f"eqsat bench: {row['model']} on {configuration_name(row)} is not fully delegated; on the CPU: {', '.join(row['stock']['cpu_ops'])}")
     print(f"results: {out / 'results.md'}, {out / 'results.json'}, charts in {out}")
     complete = len(rows) == len(models) * len(targets)
     return 0 if complete and all(r["bit_exact"] for r in rows) else 1
