@@ -115,7 +115,6 @@ class EqsatPass(ExportPass):
         graph_module.recompile()
         return PassResult(graph_module, True)
 
-
     def options_for(self, target: str) -> Options:
         """The pass's options for a graph compiled for target, with its configuration: each of the system
         config, memory mode and vela.ini as the pass was given it, else as the lowering's compile spec names
@@ -177,8 +176,6 @@ def _verify_with_vela(edge_program, spec: EthosUCompileSpec) -> bool:
     """
     from eqsat.vela import VelaError, estimate
 
-    flags = _compiling_flags.get()
-    configuration = Configuration.of(spec.target, *(flags[k] for k in CONFIGURATION_OPTIONS))
     first = len(_reports)
     with _mode("run"):
         candidate = _tosa(edge_program, spec)
@@ -188,6 +185,8 @@ def _verify_with_vela(edge_program, spec: EthosUCompileSpec) -> bool:
     started = time.perf_counter()
     with _mode("off"):
         original = _tosa(edge_program, spec)
+    flags = _compiling_flags.get()  # what the lowering compiles for, whatever eqsat priced for: Vela checks the target
+    configuration = Configuration(spec.target, *(flags[k] for k in CONFIGURATION_OPTIONS))
     figures = {}
     for name, graph in (("eqsat", candidate), ("original", original)):
         try:
