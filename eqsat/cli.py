@@ -13,7 +13,7 @@ from eqsat.configuration import ACCELERATORS, Configuration
 from eqsat.pipeline import Options
 
 
-def _configuration_arguments(command: argparse.ArgumentParser, what: str) -> None:
+def configuration_arguments(command: argparse.ArgumentParser, what: str) -> None:
     """--system-config, --memory-mode and --config-ini: the configuration Vela compiles for, as
     EthosUCompileSpec(target, system_config=..., memory_mode=..., config_ini=...) names it."""
     command.add_argument("--system-config", metavar="NAME", help=f"the vela.ini system config {what} (default: the compile spec's for each target)")
@@ -21,7 +21,7 @@ def _configuration_arguments(command: argparse.ArgumentParser, what: str) -> Non
     command.add_argument("--config-ini", metavar="PATH", help="the vela.ini that names them (default: Arm/vela.ini, installed with Vela)")
 
 
-def _configuration(arguments: argparse.Namespace, target: str) -> Configuration:
+def configuration_of(arguments: argparse.Namespace, target: str) -> Configuration:
     return Configuration.of(target, arguments.system_config, arguments.memory_mode, arguments.config_ini)
 
 
@@ -38,7 +38,7 @@ def _bench(arguments: argparse.Namespace) -> int:
         return 2
     status = bench.main(
         models,
-        [_configuration(arguments, t) for t in arguments.targets],
+        [configuration_of(arguments, t) for t in arguments.targets],
         arguments.out,
         fresh=arguments.fresh,
         quantization=arguments.quant,
@@ -59,7 +59,7 @@ def _calibrate(arguments: argparse.Namespace) -> int:
     if not arguments.target and not arguments.report:
         print("eqsat calibrate: give --target T (to calibrate) and/or --report", file=sys.stderr)
         return 2
-    configurations = [_configuration(arguments, t) for t in arguments.target or []]
+    configurations = [configuration_of(arguments, t) for t in arguments.target or []]
     for configuration in configurations:
         try:
             calibrate.check_configuration(configuration)
@@ -103,7 +103,7 @@ def _optimize(arguments: argparse.Namespace) -> int:
     except optimize_tosa.TosaFileError as error:
         return refuse(str(error))
     change = (result.cycles_after - result.cycles_before) / result.cycles_before if result.cycles_before else 0.0
-    print(f"eqsat optimize: {arguments.input} for {_configuration(arguments, arguments.target).describe()}")
+    print(f"eqsat optimize: {arguments.input} for {configuration_of(arguments, arguments.target).describe()}")
     changes = ", ".join(f"{op} {before} -> {after}" for op, (before, after) in result.operator_changes().items())
     print(f"  TOSA operators: {sum(result.operators_before.values())} before, {sum(result.operators_after.values())} after" + (f" ({changes})" if changes else ""))
     print(f"  Vela cycles_total: {result.cycles_before} before, {result.cycles_after} after ({change:+.1%})")
@@ -178,7 +178,7 @@ def parser() -> argparse.ArgumentParser:
     )
     bench_command.add_argument("--out", type=Path, default=Path("benchmarks/results"), help="results directory (default: benchmarks/results)")
     bench_command.add_argument("--fresh", action="store_true", help="rerun rows that already have results")
-    _configuration_arguments(bench_command, "of every target")
+    configuration_arguments(bench_command, "of every target")
     bench_command.set_defaults(handler=_bench)
     calibrate_command = commands.add_parser(
         "calibrate",
@@ -202,7 +202,7 @@ def parser() -> argparse.ArgumentParser:
         "--families", nargs="+", metavar="FAMILY", default=None,
         help="refit only these op families (a name such as conv2d, or a kind such as binary) into the target's existing calibration file, keeping the others",
     )
-    _configuration_arguments(calibrate_command, "to calibrate for")
+    configuration_arguments(calibrate_command, "to calibrate for")
     calibrate_command.set_defaults(handler=_calibrate)
     optimize_command = commands.add_parser(
         "optimize",
@@ -222,7 +222,7 @@ def parser() -> argparse.ArgumentParser:
     optimize_command.add_argument("--trials", type=int, default=3, help="random inputs the reference model checks (default: 3)")
     optimize_command.add_argument("--seed", type=int, default=0, help="seed of the first random input (default: 0)")
     optimize_command.add_argument("--time-limit", type=float, default=Options().time_limit, help=f"seconds for eqsat's pass, a hard budget (default: {Options().time_limit:g})")
-    _configuration_arguments(optimize_command, "Vela compiles for")
+    configuration_arguments(optimize_command, "Vela compiles for")
     optimize_command.set_defaults(handler=_optimize)
     fuzz_command = commands.add_parser(
         "fuzz",
