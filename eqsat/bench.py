@@ -208,9 +208,14 @@ def _change(before: int, after: int) -> str:
     return f"{100.0 * (after - before) / before:+.1f}%"
 
 
+def _priced(row: dict) -> bool:
+    """Whether the cost model priced every delegate of the row (not so for a configuration without calibration)."""
+    return bool(row["reports"]) and all(r["cost_before"] is not None for r in row["reports"])
+
+
 def _estimate(row: dict) -> str:
     """The cost model's totals before and after, with their errors against Vela's cycles_total."""
-    if not row["reports"]:
+    if not _priced(row):
         return "n/a"
     before = sum(r["cost_before"] for r in row["reports"])
     after = sum(r["cost_after"] for r in row["reports"])
@@ -222,7 +227,7 @@ def _estimate(row: dict) -> str:
 
 def _estimate_error(row: dict) -> str:
     """The cost model's estimate of the stock graph against Vela's cycles_total."""
-    if not row["reports"]:
+    if not _priced(row):
         return "n/a"
     return _change(row["stock"]["cycles_total"], sum(r["cost_before"] for r in row["reports"]))
 
