@@ -202,21 +202,21 @@ def cost_model_for(configuration: Configuration | str) -> CostModel:
     if recorded != configuration:
         raise UncalibratedTargetError(f"{path.name} calibrates {recorded.describe()}, not {configuration.describe()}: run `{configuration.calibrate_command()}`")
     model = vela_cost.VelaCalibratedCost(configuration.target, path=path, data=data)
-    _warn_once_if_vela_differs(configuration.target, model.data["vela_version"])
+    _warn_once_if_vela_differs(configuration, model.data["vela_version"])
     return model
 
 
-_warned_versions: set[tuple[str, str, str]] = set()
+_warned_versions: set[tuple[Configuration, str, str]] = set()
 
 
-def _warn_once_if_vela_differs(target: str, calibrated: str) -> None:
-    """A warning, once per process and target, when the installed Vela is not the one target was fitted on."""
+def _warn_once_if_vela_differs(configuration: Configuration, calibrated: str) -> None:
+    """A warning, once per process and configuration, when the installed Vela is not the one it was fitted on."""
     installed = vela_cost.vela_version()
-    if installed != calibrated and (target, calibrated, installed) not in _warned_versions:
-        _warned_versions.add((target, calibrated, installed))
+    if installed != calibrated and (configuration, calibrated, installed) not in _warned_versions:
+        _warned_versions.add((configuration, calibrated, installed))
         message = (
-            f"eqsat: the cost model of {target} was fitted on Vela {calibrated}, but Vela {installed} is installed; "
-            f"its estimates may no longer rank graphs as this Vela does: run `eqsat calibrate --target {target}`"
+            f"eqsat: the cost model of {configuration.describe()} was fitted on Vela {calibrated}, but Vela {installed} is installed; "
+            f"its estimates may no longer rank graphs as this Vela does: run `{configuration.calibrate_command()}`"
         )
         logging.getLogger("eqsat").warning(message)
         warnings.warn(message, RuntimeWarning, stacklevel=3)
