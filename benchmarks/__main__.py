@@ -1,6 +1,6 @@
 """`python -m benchmarks`: the model zoo through `eqsat bench`, Vela before and after, per target.
 
-    python -m benchmarks [--models NAME ...] [--targets T ...] [--out DIR] [--fresh]
+    python -m benchmarks [--models NAME ...] [--targets T ...] [--memory-mode M] [--system-config S] [--out DIR] [--fresh]
 
 The zoo is data handed to eqsat: each model goes by its builder spec
 (`benchmarks.zoo.<module>:<function>`), as a user's model would.
@@ -12,7 +12,8 @@ from pathlib import Path
 
 from benchmarks.zoo import ZOO
 from eqsat import bench
-from eqsat.pipeline import ACCELERATORS
+from eqsat.cli import configuration_arguments, configuration_of
+from eqsat.configuration import ACCELERATORS
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -21,9 +22,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--targets", nargs="+", default=list(bench.DEFAULT_TARGETS), choices=ACCELERATORS)
     parser.add_argument("--out", type=Path, default=Path("benchmarks/results"), help="results directory (default benchmarks/results)")
     parser.add_argument("--fresh", action="store_true", help="rerun rows that already have results")
+    configuration_arguments(parser, "of every target")
     arguments = parser.parse_args(argv)
     models = {name: ZOO[name].spec for name in arguments.models or ZOO}
-    return bench.main(models, arguments.targets, arguments.out, fresh=arguments.fresh)
+    return bench.main(models, [configuration_of(arguments, t) for t in arguments.targets], arguments.out, fresh=arguments.fresh)
 
 
 if __name__ == "__main__":

@@ -10,6 +10,15 @@ When no target is given, the pass takes it from the Ethos-U compile spec of
 the lowering that runs it: the pass manager only sees the TOSA part of the
 spec, so `install()` wraps `EthosUBackend.preprocess` to note the accelerator
 configuration of each delegate being compiled, and `uninstall()` unwraps it.
+The system config, memory mode and vela.ini come from the same spec, unless
+the pass was given them (`EqsatPass.options_for`).
+
+What the user names is checked where it is named: `install()` and
+`EqsatPass()` raise on an unknown target (UnknownTargetError) or a
+configuration without a calibration (UncalibratedTargetError, with the
+command that calibrates it). What the pass reads from a compile spec never
+fails the lowering: an unknown target, or a configuration eqsat cannot price,
+leaves the graph untouched, with the reason in the report's `fallback`.
 
 With `verify="vela"` the same wrapper checks the pass against Vela, per
 delegate: it lowers the delegate to TOSA with eqsat (on a copy of the
@@ -38,8 +47,9 @@ from executorch.backends.arm.tosa.compile_spec import TosaCompileSpec
 from executorch.exir.pass_base import ExportPass, PassResult
 from torch import fx
 
+from eqsat.configuration import Configuration, vela_flag_values
 from eqsat.extract.cost import cost_model_for
-from eqsat.pipeline import Options, check_target, optimize
+from eqsat.pipeline import Options, check_target, run
 from eqsat.report import Report
 
 INSERTION_POINTS = {
@@ -48,6 +58,8 @@ INSERTION_POINTS = {
 }
 
 _compiling_target: contextvars.ContextVar[str | None] = contextvars.ContextVar("eqsat_target", default=None)
+_compiling_flags: contextvars.ContextVar[dict[str, str | None]] = contextvars.ContextVar("eqsat_vela_flags", default={})
+"""The target, system config, memory mode and vela.ini of the compile spec being compiled (vela_flag_values)."""
 _pass_mode: contextvars.ContextVar[str] = contextvars.ContextVar("eqsat_pass_mode", default="run")
 """How EqsatPass acts: "run" (optimize and report), "rerun" (optimize again, already reported) or "off"."""
 _reports: list[Report] = []
@@ -70,9 +82,9 @@ class EqsatPass(ExportPass):
     def __init__(self, target: str | None = None, *, keep_inputs: bool = False, **options) -> None:
         super().__init__()
         self.target = check_target(target) if target is not None else None
+        parsed = Options.from_kwargs(**options)
         if target is not None:
-            cost_model_for(target)  # an uncalibrated target is refused here, with the command that calibrates it
-        Options.from_kwargs(**options)
+            cost_model_for(parsed.configuration(target))  # an uncalibrated one is refused here, with the command that calibrates it
         self.options = options
         self.reports: list[Report] = []
         self.keep_inputs = keep_inputs
@@ -92,7 +104,8 @@ class EqsatPass(ExportPass):
             return PassResult(graph_module, False)
         if self.keep_inputs and mode == "run":
             self.input_graphs.append(_copy_graph(graph_module))
-        optimized, report = optimize(graph_module, self.resolve_target(), **self.options)
+        target = self.resolve_target()
+        optimized, report = run(graph_module, target, self.options_for(target))
         if mode == "run":
             self.reports.append(report)
             _reports.append(report)
@@ -101,6 +114,18 @@ class EqsatPass(ExportPass):
         graph_module.graph = optimized.graph
         graph_module.recompile()
         return PassResult(graph_module, True)
+
+    def options_for(self, target: str) -> Options:
+        """The pass's options for a graph compiled for target, with its configuration: each of the system
+        config, memory mode and vela.ini as the pass was given it, else as the lowering's compile spec names
+        it when that compiles for target, else the target's default (eqsat.configuration)."""
+        spec = _compiling_flags.get()
+        from_spec = {k: v for k in CONFIGURATION_OPTIONS if (v := spec.get(k)) is not None} if spec.get("target") == target else {}
+        given = {k: v for k, v in self.options.items() if not (k in CONFIGURATION_OPTIONS and v is None)}
+        return Options.from_kwargs(**(from_spec | given))
+
+
+CONFIGURATION_OPTIONS = ("system_config", "memory_mode", "config_ini")
 
 
 def _copy_graph(graph_module: fx.GraphModule) -> fx.GraphModule:
@@ -114,6 +139,7 @@ def _copy_graph(graph_module: fx.GraphModule) -> fx.GraphModule:
 def _preprocess_noting_target(edge_program, compile_specs):
     spec = EthosUCompileSpec._from_list(compile_specs)
     token = _compiling_target.set(spec.target)
+    flags_token = _compiling_flags.set(vela_flag_values(spec.compiler_flags) | {"target": spec.target})
     try:
         if any(p.options.get("verify", "none") == "vela" for p in _installed):
             keep = _verify_with_vela(edge_program, spec)
@@ -122,6 +148,7 @@ def _preprocess_noting_target(edge_program, compile_specs):
         return _original_preprocess(edge_program, compile_specs)
     finally:
         _compiling_target.reset(token)
+        _compiling_flags.reset(flags_token)
 
 
 @contextlib.contextmanager
@@ -158,10 +185,12 @@ def _verify_with_vela(edge_program, spec: EthosUCompileSpec) -> bool:
     started = time.perf_counter()
     with _mode("off"):
         original = _tosa(edge_program, spec)
+    flags = _compiling_flags.get()  # what the lowering compiles for, whatever eqsat priced for: Vela checks the target
+    configuration = Configuration(spec.target, *(flags[k] for k in CONFIGURATION_OPTIONS))
     figures = {}
     for name, graph in (("eqsat", candidate), ("original", original)):
         try:
-            figures[name] = estimate(graph, spec.target).cycles_total
+            figures[name] = estimate(graph, configuration).cycles_total
         except VelaError as error:
             figures[name] = f"Vela rejected it: {error}"
     keep = isinstance(figures["eqsat"], int) and (not isinstance(figures["original"], int) or figures["eqsat"] < figures["original"])
@@ -181,6 +210,8 @@ def install(
 
     target: a Vela accelerator configuration (ethos-u55-32 ... ethos-u85-2048),
     or None to take it from the Ethos-U compile spec of each lowering.
+    system_config=, memory_mode=, config_ini= (options): the configuration to
+    price for; None takes each from the lowering's compile spec.
     before: the pass to run just before ("EnsureUniqueOutputNodesPass" or
     "ExirToTosaPass").
     keep_inputs: the pass keeps a copy of each graph it is given, in

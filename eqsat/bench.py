@@ -8,8 +8,11 @@ builders (`python -m benchmarks` hands it over); a user hands their own with
 
 Each model x target runs in its own process (a crash loses one row, not the
 run) and leaves its row as JSON under `<out>/runs/`; a rerun skips rows that
-exist and were measured with the current calibration file of their target, so
-an interrupted run resumes. The rows are then gathered into
+exist and were measured with the current calibration file of their target's
+configuration, so an interrupted run resumes. A target runs at its compile
+spec's default configuration unless the run names a system config, memory
+mode or vela.ini (eqsat.configuration); a row of another configuration is
+labelled with its `Configuration.name`. The rows are then gathered into
 `results.json`, a markdown table `results.md` and PNG charts; the charts
 are drawn from `results.json` alone (`plot`), so they can be redrawn without
 rerunning the models.
@@ -28,6 +31,7 @@ from pathlib import Path
 import matplotlib
 from tqdm import tqdm
 
+from eqsat.configuration import Configuration
 from eqsat.extract import vela_cost
 
 matplotlib.use("Agg")
@@ -128,7 +132,7 @@ def calibration_inputs(spec: str, example_inputs: tuple, path: Path | None) -> l
 
 
 def run_one(
-    spec: str, model: str, target: str, row_path: Path, quantization: str = "a8w8", calibration_path: Path | None = None
+    spec: str, model: str, target: Configuration | str, row_path: Path, quantization: str = "a8w8", calibration_path: Path | None = None
 ) -> None:
     """Measure one model on one target and write its row (runs in a worker process)."""
     from eqsat.compare import compare
@@ -140,11 +144,16 @@ def run_one(
     row_path.write_text(json.dumps(row, indent=1))
 
 
-def _row_path(out: Path, model: str, target: str) -> Path:
-    return out / "runs" / f"{model}__{target}.json"
+def _row_path(out: Path, model: str, configuration: Configuration) -> Path:
+    return out / "runs" / f"{model}__{configuration.name}.json"
 
 
-def _is_current(row_path: Path, target: str, quantization: str, calibration_path: Path | None) -> bool:
+def configuration_name(row: dict) -> str:
+    """What a row was measured on: its target, or its configuration's name when that is not the target's default."""
+    return row.get("configuration") or row["target"]
+
+
+def _is_current(row_path: Path, target: Configuration, quantization: str, calibration_path: Path | None) -> bool:
     """The row exists and was measured with target's current cost-model calibration, this quantization and
     these calibration inputs."""
     if not row_path.exists():
@@ -159,34 +168,36 @@ def _is_current(row_path: Path, target: str, quantization: str, calibration_path
 
 def run(
     models: dict[str, str],
-    targets: list[str],
+    targets: list[Configuration | str],
     out: Path,
     *,
     fresh: bool = False,
     quantization: str = "a8w8",
     calibration_path: Path | None = None,
 ) -> list[dict]:
-    """Measure every model (name -> builder spec) on every target, each in its own process; returns the rows."""
+    """Measure every model (name -> builder spec) on every target (a configuration, or a target at its default
+    configuration), each in its own process; returns the rows."""
     (out / "runs").mkdir(parents=True, exist_ok=True)
-    jobs = [(m, t) for m in models for t in targets]
+    configurations = [t if isinstance(t, Configuration) else Configuration.of(t) for t in targets]
+    jobs = [(m, c) for m in models for c in configurations]
     # workers import the specs' modules from where this process was started
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [os.getcwd(), os.environ.get("PYTHONPATH", "")]))}
     failures = []
     with tqdm(jobs, desc="eqsat bench", unit="run") as progress:
         for model, target in progress:
-            progress.set_postfix_str(f"{model} {target}")
+            progress.set_postfix_str(f"{model} {target.name}")
             row_path = _row_path(out, model, target)
             if not fresh and _is_current(row_path, target, quantization, calibration_path):
                 continue
             worker = subprocess.run(
-                [sys.executable, "-m", "eqsat.bench", models[model], model, target, str(row_path), quantization]
+                [sys.executable, "-m", "eqsat.bench", models[model], model, json.dumps(target.as_data()), str(row_path), quantization]
                 + ([str(calibration_path)] if calibration_path else []),
                 capture_output=True,
                 text=True,
                 env=env,
             )
             if worker.returncode != 0:
-                failures.append((model, target, worker.stderr.strip().splitlines()[-1:]))
+                failures.append((model, target.name, worker.stderr.strip().splitlines()[-1:]))
     for model, target, last_line in failures:
         print(f"eqsat bench: {model} on {target} failed: {' '.join(last_line)}", file=sys.stderr)
     rows = [json.loads(p.read_text()) for m, t in jobs if (p := _row_path(out, m, t)).exists()]
@@ -199,9 +210,14 @@ def _change(before: int, after: int) -> str:
     return f"{100.0 * (after - before) / before:+.1f}%"
 
 
+def _priced(row: dict) -> bool:
+    """Whether the cost model priced every delegate of the row (not so for a configuration without calibration)."""
+    return bool(row["reports"]) and all(r["cost_before"] is not None for r in row["reports"])
+
+
 def _estimate(row: dict) -> str:
     """The cost model's totals before and after, with their errors against Vela's cycles_total."""
-    if not row["reports"]:
+    if not _priced(row):
         return "n/a"
     before = sum(r["cost_before"] for r in row["reports"])
     after = sum(r["cost_after"] for r in row["reports"])
@@ -213,7 +229,7 @@ def _estimate(row: dict) -> str:
 
 def _estimate_error(row: dict) -> str:
     """The cost model's estimate of the stock graph against Vela's cycles_total."""
-    if not row["reports"]:
+    if not _priced(row):
         return "n/a"
     return _change(row["stock"]["cycles_total"], sum(r["cost_before"] for r in row["reports"]))
 
@@ -233,7 +249,7 @@ def _time_share(row: dict) -> str:
 
 COLUMNS = {
     "model": ("model", "---", lambda r: r["model"]),
-    "target": ("target", "---", lambda r: r["target"]),
+    "target": ("target", "---", configuration_name),
     "stock": ("inference cycles stock", "---:", lambda r: str(r["stock"]["cycles_total"])),
     "eqsat": ("inference cycles eqsat", "---:", lambda r: str(r["optimized"]["cycles_total"])),
     "change": ("change", "---:", lambda r: _change(r["stock"]["cycles_total"], r["optimized"]["cycles_total"])),
@@ -290,8 +306,8 @@ def summary(rows: list[dict]) -> str:
     """Per target: the rows, the rows slower or faster with eqsat, the ratio of summed inference cycles,
     the largest time share and the largest peak memory of the optimizer's worker."""
     lines = []
-    for target in sorted({r["target"] for r in rows}):
-        mine = [r for r in rows if r["target"] == target]
+    for target in sorted({configuration_name(r) for r in rows}):
+        mine = [r for r in rows if configuration_name(r) == target]
         slower = [r["model"] for r in mine if r["optimized"]["cycles_total"] > r["stock"]["cycles_total"]]
         faster = sum(r["optimized"]["cycles_total"] < r["stock"]["cycles_total"] for r in mine)
         shares = [r["eqsat_seconds"] / r["optimized"]["lowering_seconds"] for r in mine if r["optimized"]["lowering_seconds"]]
@@ -314,14 +330,22 @@ def summed_ratio(rows: list[dict]) -> float:
     return sum(r["optimized"]["cycles_total"] for r in rows) / sum(r["stock"]["cycles_total"] for r in rows)
 
 
+PANELS_PER_ROW = 3
+"""The zoo chart wraps its per-target panels into rows of this many, so that it stays one page wide."""
+
+
 def plot_ratios(rows: list[dict], path: Path) -> None:
     """One panel per target: each model's inference cycles eqsat/stock, sorted, a line at 1.0 (no change),
     the summed ratio in the panel's title."""
-    targets = sorted({r["target"] for r in rows})
-    height = max(3.0, 0.25 * max(sum(r["target"] == t for r in rows) for t in targets) + 1.2)
-    figure, panels = plt.subplots(1, len(targets), figsize=(5.5 * len(targets), height), squeeze=False)
-    for axes, target in zip(panels[0], targets):
-        mine = sorted((r for r in rows if r["target"] == target), key=lambda r: (ratio(r), r["model"]), reverse=True)  # best on top
+    targets = sorted({configuration_name(r) for r in rows})
+    columns = min(len(targets), PANELS_PER_ROW)
+    lines = -(-len(targets) // columns)
+    height = max(3.0, 0.25 * max(sum(configuration_name(r) == t for r in rows) for t in targets) + 1.2)
+    figure, panels = plt.subplots(lines, columns, figsize=(5.5 * columns, height * lines), squeeze=False)
+    for axes in panels.flat[len(targets):]:
+        axes.set_visible(False)
+    for axes, target in zip(panels.flat, targets):
+        mine = sorted((r for r in rows if configuration_name(r) == target), key=lambda r: (ratio(r), r["model"]), reverse=True)  # best on top
         ratios = [ratio(r) for r in mine]
         colours = ["tab:green" if x < 1 else "tab:red" if x > 1 else "tab:gray" for x in ratios]
         axes.barh([r["model"] for r in mine], ratios, color=colours)
@@ -339,7 +363,7 @@ def plot_ratios(rows: list[dict], path: Path) -> None:
 
 def plot_time_share(rows: list[dict], path: Path) -> None:
     """Bars: eqsat's share of lowering time per model and target."""
-    labels = [f"{r['model']}\n{r['target']}" for r in rows]
+    labels = [f"{r['model']}\n{configuration_name(r)}" for r in rows]
     positions = range(len(rows))
     figure, axes = plt.subplots(figsize=(max(6, 0.9 * len(rows)), 4))
     shares = [100 * r["eqsat_seconds"] / r["optimized"]["lowering_seconds"] for r in rows]
@@ -372,7 +396,7 @@ def cycles_by_source(measurement: dict) -> dict[str, int]:
 def where_cycles_went(row: dict) -> str:
     """A markdown table: per source TOSA operator, inference cycles stock and eqsat, and what happened."""
     stock, eqsat = cycles_by_source(row["stock"]), cycles_by_source(row["optimized"])
-    lines = [f"#### {row['model']} on {row['target']}", "", "| source TOSA op | stock | eqsat | change | |", "|---|---:|---:|---:|---|"]
+    lines = [f"#### {row['model']} on {configuration_name(row)}", "", "| source TOSA op | stock | eqsat | change | |", "|---|---:|---:|---:|---|"]
     for source in sorted(set(stock) | set(eqsat), key=lambda s: -max(stock.get(s, 0), eqsat.get(s, 0))):
         before, after = stock.get(source, 0), eqsat.get(source, 0)
         what = "vanished" if after == 0 < before else "appeared" if before == 0 < after else "dearer" if after > before else "cheaper" if after < before else ""
@@ -391,7 +415,7 @@ def plot_where_cycles_went(row: dict, path: Path) -> None:
         axes.bar(["stock", "eqsat"], heights, bottom=bottoms, label=source)
         bottoms = [b + h for b, h in zip(bottoms, heights)]
     axes.set_ylabel("Vela inference cycles (Op Cycles)")
-    axes.set_title(f"{row['model']} on {row['target']}", fontsize=9)
+    axes.set_title(f"{row['model']} on {configuration_name(row)}", fontsize=9)
     axes.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
     figure.tight_layout()
     figure.savefig(path, dpi=110)
@@ -408,7 +432,7 @@ def write_results(rows: list[dict], out: Path) -> None:
     (out / "results.md").write_text(markdown_table(rows) + ("\n".join(where) if with_layers else ""))
     (out / "layers").mkdir(exist_ok=True)
     for row in with_layers:
-        plot_where_cycles_went(row, out / "layers" / f"{row['model']}__{row['target']}.png")
+        plot_where_cycles_went(row, out / "layers" / f"{row['model']}__{configuration_name(row)}.png")
     (out / "headline.md").write_text(headline_table(rows))
     plot(out)
 
@@ -421,15 +445,16 @@ def main(models: dict[str, str], targets: list[str], out: Path, **settings) -> i
     print(summary(rows))
     for row in rows:
         if row["stock"]["cpu_ops"]:
-            print(f"eqsat bench: {row['model']} on {row['target']} is not fully delegated; on the CPU: {', '.join(row['stock']['cpu_ops'])}")
+            print(f"eqsat bench: {row['model']} on {configuration_name(row)} is not fully delegated; on the CPU: {', '.join(row['stock']['cpu_ops'])}")
     print(f"results: {out / 'results.md'}, {out / 'results.json'}, charts in {out}")
     complete = len(rows) == len(models) * len(targets)
     return 0 if complete and all(r["bit_exact"] for r in rows) else 1
 
 
-if __name__ == "__main__":  # worker process: SPEC NAME TARGET ROW QUANTIZATION [CALIBRATION_INPUTS]
+if __name__ == "__main__":  # worker process: SPEC NAME CONFIGURATION ROW QUANTIZATION [CALIBRATION_INPUTS]
     try:
-        run_one(*sys.argv[1:4], Path(sys.argv[4]), sys.argv[5], Path(sys.argv[6]) if len(sys.argv) > 6 else None)
+        configuration = vela_cost.recorded_configuration(json.loads(sys.argv[3]))
+        run_one(*sys.argv[1:3], configuration, Path(sys.argv[4]), sys.argv[5], Path(sys.argv[6]) if len(sys.argv) > 6 else None)
     except ModelSpecError as error:
         print(f"eqsat bench: {error}", file=sys.stderr)
         sys.exit(2)

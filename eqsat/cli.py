@@ -9,7 +9,20 @@ import time
 from pathlib import Path
 
 from eqsat import bench
-from eqsat.pipeline import ACCELERATORS, Options
+from eqsat.configuration import ACCELERATORS, Configuration
+from eqsat.pipeline import Options
+
+
+def configuration_arguments(command: argparse.ArgumentParser, what: str) -> None:
+    """--system-config, --memory-mode and --config-ini: the configuration Vela compiles for, as
+    EthosUCompileSpec(target, system_config=..., memory_mode=..., config_ini=...) names it."""
+    command.add_argument("--system-config", metavar="NAME", help=f"the vela.ini system config {what} (default: the compile spec's for each target)")
+    command.add_argument("--memory-mode", metavar="NAME", help=f"the vela.ini memory mode {what} (default: the compile spec's for each target)")
+    command.add_argument("--config-ini", metavar="PATH", help="the vela.ini that names them (default: Arm/vela.ini, installed with Vela)")
+
+
+def configuration_of(arguments: argparse.Namespace, target: str) -> Configuration:
+    return Configuration.of(target, arguments.system_config, arguments.memory_mode, arguments.config_ini)
 
 
 def _bench(arguments: argparse.Namespace) -> int:
@@ -25,7 +38,7 @@ def _bench(arguments: argparse.Namespace) -> int:
         return 2
     status = bench.main(
         models,
-        arguments.targets,
+        [configuration_of(arguments, t) for t in arguments.targets],
         arguments.out,
         fresh=arguments.fresh,
         quantization=arguments.quant,
@@ -46,10 +59,17 @@ def _calibrate(arguments: argparse.Namespace) -> int:
     if not arguments.target and not arguments.report:
         print("eqsat calibrate: give --target T (to calibrate) and/or --report", file=sys.stderr)
         return 2
-    for target in arguments.target or []:
-        data = calibrate.calibrate(target, workdir=arguments.workdir, jobs=arguments.jobs, scale=arguments.scale, families=arguments.families)
+    configurations = [configuration_of(arguments, t) for t in arguments.target or []]
+    for configuration in configurations:
+        try:
+            calibrate.check_configuration(configuration)
+        except ValueError as error:
+            print(f"eqsat calibrate: {configuration.describe()}: {error}", file=sys.stderr)
+            return 2
+    for configuration in configurations:
+        data = calibrate.calibrate(configuration, workdir=arguments.workdir, jobs=arguments.jobs, scale=arguments.scale, families=arguments.families)
         statuses = ", ".join(f"{count} {status}" for status, count in sorted(data["grid"]["statuses"].items()))
-        print(f"{target}: {statuses} in {data['seconds'] / 60:.1f} min -> {vela_cost.calibration_path(target)}")
+        print(f"{configuration.describe()}: {statuses} in {data['seconds'] / 60:.1f} min -> {vela_cost.calibration_path(configuration)}")
     if arguments.report:
         targets = arguments.target or [t for t in calibrate.DEFAULT_TARGETS if vela_cost.has_calibration(t)]
         out = arguments.out or arguments.results / "calibration_report.md"
@@ -71,12 +91,19 @@ def _optimize(arguments: argparse.Namespace) -> int:
         return refuse(error.strerror or str(error))
     try:
         result = optimize_tosa.optimize_file(
-            data, arguments.target, trials=arguments.trials, seed=arguments.seed, time_limit=arguments.time_limit
+            data,
+            arguments.target,
+            trials=arguments.trials,
+            seed=arguments.seed,
+            time_limit=arguments.time_limit,
+            system_config=arguments.system_config,
+            memory_mode=arguments.memory_mode,
+            config_ini=arguments.config_ini,
         )
     except optimize_tosa.TosaFileError as error:
         return refuse(str(error))
     change = (result.cycles_after - result.cycles_before) / result.cycles_before if result.cycles_before else 0.0
-    print(f"eqsat optimize: {arguments.input} for {arguments.target}")
+    print(f"eqsat optimize: {arguments.input} for {configuration_of(arguments, arguments.target).describe()}")
     changes = ", ".join(f"{op} {before} -> {after}" for op, (before, after) in result.operator_changes().items())
     print(f"  TOSA operators: {sum(result.operators_before.values())} before, {sum(result.operators_after.values())} after" + (f" ({changes})" if changes else ""))
     print(f"  Vela cycles_total: {result.cycles_before} before, {result.cycles_after} after ({change:+.1%})")
@@ -111,10 +138,18 @@ def _fuzz(arguments: argparse.Namespace) -> int:
     return 1 if result.failures else 0
 
 
+def _targets(arguments: argparse.Namespace) -> int:
+    from eqsat import targets
+
+    found = targets.rows(arguments.results)
+    print(targets.as_json(found) if arguments.json else targets.table(found))
+    return 0
+
+
 def parser() -> argparse.ArgumentParser:
     top = argparse.ArgumentParser(
         prog="eqsat",
-        description="Equality saturation for the ExecuTorch Arm backend (Ethos-U55/U85): benchmark it on your models, "
+        description="Equality saturation for the ExecuTorch Arm backend (Ethos-U55/U65/U85): benchmark it on your models, "
         "optimize a TOSA flatbuffer, calibrate its cost model against Vela, fuzz it. In a lowering script, `eqsat.install()` adds the pass.",
         epilog="examples: eqsat bench --model my_models.py:build_kws; eqsat optimize IN.tosa --target ethos-u55-128 -o OUT.tosa",
     )
@@ -143,15 +178,18 @@ def parser() -> argparse.ArgumentParser:
     )
     bench_command.add_argument("--out", type=Path, default=Path("benchmarks/results"), help="results directory (default: benchmarks/results)")
     bench_command.add_argument("--fresh", action="store_true", help="rerun rows that already have results")
+    configuration_arguments(bench_command, "of every target")
     bench_command.set_defaults(handler=_bench)
     calibrate_command = commands.add_parser(
         "calibrate",
         help="fit the cost model to Vela micro-benchmarks",
         description="Compile about 1,000 single-op and small-context TOSA graphs with the installed Vela, fit the "
-        "per-op cost model (NPU and memory-access cycles) and write eqsat/extract/calibration/TARGET.json; "
+        "per-op cost model (NPU and memory-access cycles) and write eqsat/extract/calibration/TARGET.json (for the "
+        "target's default system config and memory mode; TARGET.SYSTEM_CONFIG.MEMORY_MODE.json for another); "
         "--report scores the model against the benchmarked models' Vela cycles_total. Resumable: measured samples "
         "are cached in --workdir.",
-        epilog="example: eqsat calibrate --target ethos-u55-64 --jobs 2 && eqsat calibrate --report",
+        epilog="example: eqsat calibrate --target ethos-u55-64 --jobs 2 && eqsat calibrate --report; "
+        "eqsat calibrate --target ethos-u85-256 --memory-mode Dedicated_Sram_384KB",
     )
     calibrate_command.add_argument("--target", action="append", choices=ACCELERATORS, metavar="TARGET", help="calibrate this target (repeatable)")
     calibrate_command.add_argument("--report", action="store_true", help="write the accuracy report (held-out shapes, benchmarked models)")
@@ -164,6 +202,7 @@ def parser() -> argparse.ArgumentParser:
         "--families", nargs="+", metavar="FAMILY", default=None,
         help="refit only these op families (a name such as conv2d, or a kind such as binary) into the target's existing calibration file, keeping the others",
     )
+    configuration_arguments(calibrate_command, "to calibrate for")
     calibrate_command.set_defaults(handler=_calibrate)
     optimize_command = commands.add_parser(
         "optimize",
@@ -183,6 +222,7 @@ def parser() -> argparse.ArgumentParser:
     optimize_command.add_argument("--trials", type=int, default=3, help="random inputs the reference model checks (default: 3)")
     optimize_command.add_argument("--seed", type=int, default=0, help="seed of the first random input (default: 0)")
     optimize_command.add_argument("--time-limit", type=float, default=Options().time_limit, help=f"seconds for eqsat's pass, a hard budget (default: {Options().time_limit:g})")
+    configuration_arguments(optimize_command, "Vela compiles for")
     optimize_command.set_defaults(handler=_optimize)
     fuzz_command = commands.add_parser(
         "fuzz",
@@ -201,6 +241,18 @@ def parser() -> argparse.ArgumentParser:
         help="optimize for this target (repeatable; default: ethos-u55-128 and ethos-u85-256, one per batch)",
     )
     fuzz_command.set_defaults(handler=_fuzz)
+    targets_command = commands.add_parser(
+        "targets",
+        help="list the targets and configurations eqsat knows, how each is priced, and its measured error",
+        description="One row per Vela target at the system config and memory mode its Ethos-U compile spec picks by "
+        "default, and one per other calibrated configuration: how eqsat prices it (its calibration file, or refused "
+        "with the reason and the command that calibrates it), the Vela version it was fitted on, and its error on the "
+        "zoo as `eqsat calibrate --report` measured it (RESULTS/calibration_report.md; 'not measured' otherwise).",
+        epilog="example: eqsat targets",
+    )
+    targets_command.add_argument("--results", type=Path, default=Path("benchmarks/results"), help="where the calibration report is (default: benchmarks/results)")
+    targets_command.add_argument("--json", action="store_true", help="print JSON instead of a markdown table")
+    targets_command.set_defaults(handler=_targets)
     return top
 
 

@@ -20,6 +20,7 @@ from tosa.TosaGraph import TosaGraph
 
 import eqsat
 from eqsat import lowering, validate, vela
+from eqsat.configuration import Configuration
 from eqsat.extract import vela_cost
 
 DATA_MOVEMENT_OPERATORS = frozenset({"Transpose", "Concat", "Slice", "Reshape", "MemoryCopy", "Pad", "Tile"})
@@ -54,7 +55,9 @@ class Comparison:
     optimized: Measurement
     reports: list[dict] = field(default_factory=list)
     calibration: str = ""
-    """Digest of the cost model's calibration file for target (eqsat.extract.vela_cost.calibration_digest)."""
+    """Digest of the cost model's calibration file for the configuration (eqsat.extract.vela_cost.calibration_digest)."""
+    configuration: str = ""
+    """The configuration's name (eqsat.configuration.Configuration.name): the target, at its default configuration."""
     bit_exact: bool = False
     mismatch: str | None = None
 
@@ -76,7 +79,7 @@ def tosa_op_counts(tosa_flatbuffer: bytes) -> Counter:
 
 def measure(lowered: lowering.Lowered, workdir: Path) -> Measurement:
     """Vela's estimate and the TOSA op counts of every delegate of a lowering."""
-    estimates = [vela.estimate(graph, lowered.target, workdir=workdir) for graph in lowered.tosa_flatbuffers]
+    estimates = [vela.estimate(graph, lowered.configuration, workdir=workdir) for graph in lowered.tosa_flatbuffers]
     ops: Counter = Counter()
     for graph in lowered.tosa_flatbuffers:
         ops.update(tosa_op_counts(graph))
@@ -109,26 +112,29 @@ def compare(
     name: str,
     model: torch.nn.Module,
     example_inputs: tuple[torch.Tensor, ...],
-    target: str,
+    target: Configuration | str,
     *,
     workdir: str | Path | None = None,
     quantization: str = "a8w8",
     calibration_inputs: Sequence[tuple[torch.Tensor, ...]] | None = None,
     **options,
 ) -> Comparison:
-    """Lower model for target without and with eqsat; measure both and check they agree bit for bit.
+    """Lower model for target (a configuration, or a target at its default one) without and with eqsat; measure
+    both and check they agree bit for bit.
 
     quantization and calibration_inputs go to lowering.quantize; options go to eqsat.install (e.g. accept="always", rules=()).
     """
+    configuration = target if isinstance(target, Configuration) else Configuration.of(target)
+    target = configuration.target
     with tempfile.TemporaryDirectory(prefix="eqsat-compare-") as temporary:
         root = Path(workdir or temporary)
         exported = lowering.quantize(
-            model, example_inputs, target, quantization=quantization, calibration_inputs=calibration_inputs
+            model, example_inputs, configuration, quantization=quantization, calibration_inputs=calibration_inputs
         )
-        stock = lowering.lower(copy.deepcopy(exported), target, workdir=_fresh(root / "stock"))
-        eqsat.install(target=target, **options)
+        stock = lowering.lower(copy.deepcopy(exported), configuration, workdir=_fresh(root / "stock"))
+        eqsat.install(**options)  # the pass reads the configuration from the compile spec: unpriced ones fall back, with the reason
         try:
-            optimized = lowering.lower(exported, target, workdir=_fresh(root / "eqsat"))
+            optimized = lowering.lower(exported, configuration, workdir=_fresh(root / "eqsat"))
             reports = [r.as_dict() for r in eqsat.last_reports()]
         finally:
             eqsat.uninstall()
@@ -138,7 +144,8 @@ def compare(
             stock=measure(stock, _fresh(root / "vela-stock")),
             optimized=measure(optimized, _fresh(root / "vela-eqsat")),
             reports=reports,
-            calibration=vela_cost.calibration_digest(target),
+            calibration=vela_cost.calibration_digest(configuration),
+            configuration=configuration.name,
         )
         try:
             validate.assert_lowerings_equivalent(stock, optimized)

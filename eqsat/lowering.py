@@ -29,6 +29,8 @@ from executorch.exir import EdgeProgramManager, to_edge_transform_and_lower
 from executorch.exir.delegate import executorch_call_delegate
 from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
 
+from eqsat.configuration import Configuration
+
 # Ops that stay outside the delegates in every int8 lowering: the delegate
 # calls, the tuple unpacking of their results, and the (de)quantization at the
 # delegate boundaries (any overload of these two ops).
@@ -49,7 +51,8 @@ class Lowered:
     the delegates run in the lowered program. `cpu_ops` names the ops left
     outside the delegates, in graph order, apart from the delegate calls,
     `getitem` and per-tensor (de)quantization. `seconds` is the wall time of
-    `to_edge_transform_and_lower`, Vela included.
+    `to_edge_transform_and_lower`, Vela included. `configuration` is what the
+    compile spec compiled for (target, system config, memory mode, vela.ini).
     """
 
     target: str
@@ -58,16 +61,30 @@ class Lowered:
     cpu_ops: list[str]
     edge: EdgeProgramManager
     seconds: float
+    configuration: Configuration
 
 
-def vela_flags(target: str) -> list[str]:
-    """Return the Vela command-line flags that `EthosUCompileSpec(target)` builds.
+def compile_spec(configuration: Configuration | str) -> EthosUCompileSpec:
+    """The Ethos-U compile spec of a configuration (a target alone: the spec's defaults)."""
+    if isinstance(configuration, str):
+        return EthosUCompileSpec(configuration)
+    return EthosUCompileSpec(
+        configuration.target,
+        system_config=configuration.system_config,
+        memory_mode=configuration.memory_mode,
+        config_ini=configuration.config_ini,
+    )
+
+
+def vela_flags(configuration: Configuration | str) -> list[str]:
+    """Return the Vela command-line flags that the configuration's compile spec builds.
 
     These are the flags the Arm backend compiles every delegate with: the
     accelerator configuration, the config ini, the output format, and the
-    system configuration and memory mode that the spec picks by default.
+    system configuration and memory mode (for a target alone, those the spec
+    picks by default).
     """
-    return list(EthosUCompileSpec(target).compiler_flags)
+    return list(compile_spec(configuration).compiler_flags)
 
 
 QUANTIZATION_CONFIGS = {
@@ -81,7 +98,7 @@ weights (convolutions then accumulate into INT48 tensors)."""
 def quantize(
     model: torch.nn.Module,
     example_inputs: tuple[torch.Tensor, ...],
-    target: str,
+    target: Configuration | str,
     *,
     quantization: str = "a8w8",
     calibration_inputs: Sequence[tuple[torch.Tensor, ...]] | None = None,
@@ -98,7 +115,7 @@ def quantize(
         raise ValueError("quantize() needs a model in eval mode; call model.eval()")
     if quantization not in QUANTIZATION_CONFIGS:
         raise ValueError(f"quantization must be one of {sorted(QUANTIZATION_CONFIGS)}, not {quantization!r}")
-    quantizer = EthosUQuantizer(EthosUCompileSpec(target))
+    quantizer = EthosUQuantizer(compile_spec(target))
     quantizer.set_global(QUANTIZATION_CONFIGS[quantization]())
     graph_module = torch.export.export(model, example_inputs).module(check_guards=False)
     prepared = prepare_pt2e(graph_module, quantizer)
@@ -109,11 +126,12 @@ def quantize(
 
 def lower(
     exported_program: torch.export.ExportedProgram,
-    target: str,
+    target: Configuration | str,
     *,
     workdir: str | Path,
 ) -> Lowered:
-    """Lower `exported_program` for `target` with the stock Ethos-U flow.
+    """Lower `exported_program` for `target` (a configuration, or a target with its
+    default configuration) with the stock Ethos-U flow.
 
     The Arm backend dumps its intermediate artifacts (TOSA files, Vela input
     and output) to `workdir`, which must not already hold TOSA files from an
@@ -122,7 +140,8 @@ def lower(
     """
     workdir = Path(workdir)
     _require_no_tosa_artifacts(workdir)
-    spec = EthosUCompileSpec(target).dump_intermediate_artifacts_to(str(workdir))
+    configuration = target if isinstance(target, Configuration) else Configuration.of(target)
+    spec = compile_spec(configuration).dump_intermediate_artifacts_to(str(workdir))
     start = time.perf_counter()
     with _stdout_kept_for_errors():
         edge = to_edge_transform_and_lower(exported_program, partitioner=[EthosUPartitioner(spec)])
@@ -130,12 +149,13 @@ def lower(
     graph_module = edge.exported_program().graph_module
     tags = _delegation_tags(graph_module)
     return Lowered(
-        target=target,
+        target=configuration.target,
         tosa_flatbuffers=[_tosa_artifact(workdir, tag).read_bytes() for tag in tags],
         delegates=len(tags),
         cpu_ops=_cpu_ops(graph_module),
         edge=edge,
         seconds=seconds,
+        configuration=configuration,
     )
 
 

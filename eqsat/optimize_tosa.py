@@ -13,7 +13,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from eqsat import bridge_tosa, validate, vela
-from eqsat.pipeline import optimize
+from eqsat.pipeline import Options, optimize
 from eqsat.report import Report
 
 TosaFileError = bridge_tosa.TosaFileError
@@ -47,15 +47,17 @@ class Optimized:
 
 
 def optimize_file(data: bytes, target: str, *, trials: int = 3, seed: int = 0, **options) -> Optimized:
-    """Optimize a TOSA flatbuffer for target; options go to eqsat.optimize (time_limit=..., rules=...).
+    """Optimize a TOSA flatbuffer for target; options go to eqsat.optimize (time_limit=..., rules=...,
+    system_config=..., memory_mode=..., config_ini=...: the configuration Vela compiles it for, both times).
 
     Raises TosaFileError when the file cannot be read (not TOSA, another version or profile, control flow)
     or Vela cannot compile it.
     """
     graph_module, parsed = bridge_tosa.read(data)
     optimized, report = optimize(graph_module, target, **options)
+    configuration = Options.from_kwargs(**options).configuration(target)
     try:
-        before = vela.estimate(data, target).cycles_total
+        before = vela.estimate(data, configuration).cycles_total
     except vela.VelaError as error:
         raise TosaFileError(f"Vela cannot compile it for {target}: {error}") from None
     candidate, reason = data, report.fallback or ("no cheaper graph found" if not report.changed else None)
@@ -67,7 +69,7 @@ def optimize_file(data: bytes, target: str, *, trials: int = 3, seed: int = 0, *
     after = before
     if candidate is not data:
         try:
-            after = vela.estimate(candidate, target).cycles_total
+            after = vela.estimate(candidate, configuration).cycles_total
         except vela.VelaError as error:
             candidate, reason = data, f"Vela rejected the optimized graph: {error}"
         else:

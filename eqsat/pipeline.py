@@ -49,6 +49,7 @@ from executorch.backends.arm.tosa.specification import TosaLoweringContext, get_
 from torch import fx
 
 from eqsat import bridge_fx, rules
+from eqsat.configuration import ACCELERATORS, Configuration, check_target
 from eqsat.extract import cost as cost_models
 from eqsat.extract.egraph_view import EGraphView
 from eqsat.extract import EXTRACTORS, extract
@@ -59,12 +60,6 @@ from eqsat.ir import TensorType, Term
 from eqsat.report import Report, op_counts
 
 logger = logging.getLogger("eqsat")
-
-ACCELERATORS = tuple(
-    [f"ethos-u55-{macs}" for macs in (32, 64, 128, 256)]
-    + [f"ethos-u85-{macs}" for macs in (128, 256, 512, 1024, 2048)]
-)
-
 
 COST_TOLERANCE = 1e-9
 """Relative difference of two cost totals below which they count as equal."""
@@ -131,6 +126,14 @@ class Options:
     an installed pipeline (`install()`, `EqsatPass`), where the delegate's
     TOSA exists; `optimize()` on a bare graph cannot verify. "none": trust
     the cost model.
+    system_config, memory_mode, config_ini: the configuration Vela compiles
+    for, as `EthosUCompileSpec(target, system_config=..., memory_mode=...,
+    config_ini=...)` names it (None: the compile spec's default for the
+    target; installed, the pass reads them from each lowering's compile spec,
+    eqsat.arm_pass). The graph is priced only with the calibration of exactly
+    that configuration; a configuration without one is refused: the original
+    graph comes back with the reason and the `eqsat calibrate` command that
+    calibrates it (eqsat.extract.cost.cost_model_for).
 
     Budgets (defaults from rules.Budget; memory_limit_mb's is here):
     iteration_limit, enode_limit: saturation starts no new iteration after so
@@ -177,6 +180,9 @@ class Options:
     merge_duplicates: bool = True
     min_saving: float = 0.001
     verify: str = "none"
+    system_config: str | None = None
+    memory_mode: str | None = None
+    config_ini: str | None = None
 
     @classmethod
     def from_kwargs(cls, **kwargs) -> Options:
@@ -197,6 +203,10 @@ class Options:
         if options.time_limit < 0 or (options.memory_limit_mb is not None and options.memory_limit_mb <= 0):
             raise ValueError("time_limit must be >= 0 and memory_limit_mb > 0 (or None)")
         return options
+
+    def configuration(self, target: str) -> Configuration:
+        """The configuration these options name for target (UnknownTargetError for a target Vela does not know)."""
+        return Configuration.of(target, self.system_config, self.memory_mode, self.config_ini)
 
     @property
     def memory_limit(self) -> int | None:
@@ -232,12 +242,6 @@ class Deadlines:
         write-back call this every few hundred nodes)."""
         if time.monotonic() + reserve > self.hard:
             raise BudgetExceeded("time limit", f"the pass ran past its time limit of {self.time_limit:g} s")
-
-
-def check_target(target: str) -> str:
-    if target not in ACCELERATORS:
-        raise ValueError(f"unknown target {target!r}; expected one of {', '.join(ACCELERATORS)}")
-    return target
 
 
 @contextmanager
@@ -533,19 +537,34 @@ def optimize(graph_module: fx.GraphModule, target: str = "ethos-u55-128", **opti
     The input graph module is never modified. The result is a new graph
     module when the optimizer found a cheaper equivalent graph, else the input.
     It runs without Python's cyclic collector (eqsat.extract._gc), which is back on when it returns.
+
+    An unknown target or option is an error of this call (UnknownTargetError, TypeError, ValueError). A
+    configuration eqsat cannot price, as any other failure, gives back the input with the reason in the report.
     """
-    with paused_gc():
-        return _optimize(graph_module, target, **options)
-
-
-def _optimize(graph_module: fx.GraphModule, target: str, **options) -> tuple[fx.GraphModule, Report]:
-    started = time.monotonic()
     check_target(target)
-    parsed = Options.from_kwargs(**options)
+    return run(graph_module, target, Options.from_kwargs(**options))
+
+
+def run(graph_module: fx.GraphModule, target: str, options: Options) -> tuple[fx.GraphModule, Report]:
+    """optimize() without checking target first: the pass calls it with the target a lowering's compile spec
+    names, where nothing eqsat cannot handle may fail the lowering. An unknown target too gives back the
+    input, with the reason in the report (options.strict raises)."""
+    with paused_gc():
+        return _optimize(graph_module, target, options)
+
+
+def _optimize(graph_module: fx.GraphModule, target: str, parsed: Options) -> tuple[fx.GraphModule, Report]:
+    started = time.monotonic()
     deadlines = Deadlines(started, parsed.time_limit)
     report = Report(target=target, fx_nodes_before=len(graph_module.graph.nodes), ops_before=op_counts(graph_module))
     try:
-        model = cost_models.cost_model_for(target)
+        configuration = parsed.configuration(target)
+        report.system_config, report.memory_mode, report.config_ini = (
+            configuration.system_config,
+            configuration.memory_mode,
+            configuration.config_ini,
+        )
+        model = cost_models.cost_model_for(configuration)
         report.cost_unit = model.unit
         with _tosa_lowering_context(target), rules.scratch_egraph() as scratch:
             with _phase(report, "load"):

@@ -23,6 +23,11 @@ class Report:
     """
 
     target: str
+    system_config: str = ""
+    memory_mode: str = ""
+    config_ini: str = ""
+    """The configuration the run priced for, besides its target (eqsat.configuration; "" when it had none: an
+    unknown target)."""
     dialect: str = ""
     fx_nodes_before: int = 0
     fx_nodes_after: int = 0

@@ -31,6 +31,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from eqsat.configuration import Configuration
 from eqsat.lowering import vela_flags
 
 _NETWORK = "network"
@@ -91,14 +92,16 @@ class VelaEstimate:
 
 def estimate(
     tosa_flatbuffer: bytes,
-    target: str,
+    target: Configuration | str,
     *,
     workdir: str | Path | None = None,
 ) -> VelaEstimate:
     """Compile `tosa_flatbuffer` with Vela for `target` and return its estimate.
 
-    Uses the flags of `EthosUCompileSpec(target)`, so the estimate is the one
-    the Arm backend would see. The result is deterministic for given bytes.
+    `target` is a configuration (eqsat.configuration), or a target alone for its
+    default configuration. Uses the flags of its `EthosUCompileSpec` (the
+    system config, memory mode and vela.ini included: eqsat.lowering.vela_flags),
+    so the estimate is the one the Arm backend would see. The result is deterministic for given bytes.
     Vela's files go to a fresh `vela-*` directory under `workdir`, which is
     kept, or to a temporary directory when `workdir` is None.
 

@@ -228,3 +228,26 @@ def test_quantization_calibrates_on_the_calibration_inputs():
         return quantize.args[1]
 
     assert input_scale([(torch.full((1, 4), 100.0),)]) > 20 * input_scale(None)  # the range follows the samples
+
+
+def test_eqsat_bench_runs_a_named_memory_mode_and_labels_its_rows(tmp_path, capsys):
+    """A configuration without calibration is measured stock and with eqsat installed: the pass leaves the graph
+    with the reason, the row is that configuration's, and the default configuration's rows are not touched."""
+    from eqsat.cli import main
+
+    source = tmp_path / "user_model.py"
+    source.write_text(
+        "import torch\n"
+        "def build():\n"
+        "    torch.manual_seed(0)\n"
+        "    return torch.nn.Conv2d(4, 8, 1).eval(), (torch.randn(1, 4, 8, 8),)\n"
+    )
+    out = tmp_path / "results"
+    name = "ethos-u85-256.Ethos_U85_SYS_DRAM_Mid.Dedicated_Sram_384KB"
+    assert main(["bench", "--model", f"{source}:build", "--targets", "ethos-u85-256", "--memory-mode", "Dedicated_Sram_384KB", "--out", str(out)]) == 0
+    (row,) = json.loads((out / "results.json").read_text())
+    assert row["target"] == "ethos-u85-256" and row["configuration"] == name and row["calibration"] == ""
+    assert "eqsat calibrate --target ethos-u85-256 --memory-mode Dedicated_Sram_384KB" in row["reports"][0]["fallback"]
+    assert row["optimized"]["cycles_total"] == row["stock"]["cycles_total"] and row["bit_exact"]
+    assert f"| build | {name} |" in capsys.readouterr().out
+    assert [p.name for p in (out / "runs").glob("*.json")] == [f"build__{name}.json"]

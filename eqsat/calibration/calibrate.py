@@ -27,8 +27,10 @@ Overview
    single samples.
 3. `calibration_fit.fit` turns the measured samples into observations and
    fits every family (eqsat/calibration/fit.py).
-4. `calibrate` writes eqsat/extract/calibration/<target>.json with the Vela
-   version, the target, the system config, the memory mode, the
+4. `calibrate` writes the configuration's calibration file
+   (eqsat/extract/calibration/<target>.json for a target's default
+   configuration, `vela_cost.calibration_path`) with the Vela
+   version, the target, the system config, the memory mode, the vela.ini, the
    coefficients, the fit quality (R², mean absolute % error) and the
    transposes that Vela rejected.
 
@@ -58,6 +60,7 @@ import time
 from pathlib import Path
 from typing import Iterator
 
+from eqsat.configuration import Configuration
 from eqsat.extract import vela_cost
 from eqsat.calibration.fit import fit, folds_transpose_into_producer, transpose_feasibility
 from eqsat.calibration.graphs import Layout, Sample, build_tosa, context_bundle, serialize_node
@@ -65,7 +68,7 @@ from eqsat.calibration.grid import grid
 from eqsat.extract.vela_cost import FORMAT_VERSION
 
 DEFAULT_WORKDIR = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "eqsat" / "calibration"
-"""Where measured samples are cached (one JSONL file per target), so a calibration resumes."""
+"""Where measured samples are cached (one JSONL file per configuration, under its Configuration.name), so a calibration resumes."""
 DEFAULT_TARGETS = ("ethos-u55-128", "ethos-u85-256")
 BATCH_SIZE = 8
 
@@ -137,32 +140,32 @@ def _record(sample: Sample, target: str, version: str, status: str, measured: di
     return record
 
 
-def measure_batch(samples: list[Sample], target: str, version: str) -> list[dict]:
-    """Compile samples together with Vela for target; fall back to one graph per sample when needed."""
+def measure_batch(samples: list[Sample], configuration: Configuration, version: str) -> list[dict]:
+    """Compile samples together with Vela for configuration; fall back to one graph per sample when needed."""
     from eqsat.vela import VelaError, estimate
 
     if len(samples) > 1:
         graph, layouts = build_tosa(samples)
         try:
-            result = estimate(graph, target)
+            result = estimate(graph, configuration)
             attributed = _attribute_all(result.layers, layouts) if result.cpu_ops == 0 else None
         except VelaError:
             attributed = None
         if attributed is not None:
-            return [_record(s, target, version, "ok", roles) for s, roles in zip(samples, attributed)]
+            return [_record(s, configuration.target, version, "ok", roles) for s, roles in zip(samples, attributed)]
         if len(samples) > 2:  # bisect: one bad sample should not cost a compile per sample
             half = len(samples) // 2
-            return measure_batch(samples[:half], target, version) + measure_batch(samples[half:], target, version)
+            return measure_batch(samples[:half], configuration, version) + measure_batch(samples[half:], configuration, version)
     records = []
     for sample in samples:
         graph, layouts = build_tosa([sample])
         try:
-            result = estimate(graph, target)
+            result = estimate(graph, configuration)
         except VelaError as error:
-            records.append(_record(sample, target, version, "rejected", error=str(error)))
+            records.append(_record(sample, configuration.target, version, "rejected", error=str(error)))
             continue
         if result.cpu_ops:
-            records.append(_record(sample, target, version, "cpu", error=f"{result.cpu_ops} operators on the CPU"))
+            records.append(_record(sample, configuration.target, version, "cpu", error=f"{result.cpu_ops} operators on the CPU"))
             continue
         attributed = _attribute_all(result.layers, layouts)
         if attributed is not None:
@@ -171,7 +174,7 @@ def measure_batch(samples: list[Sample], target: str, version: str) -> list[dict
             access = sum(layer.cycles_access for layer in result.layers)
             measured = {"npu": {"op": result.cycles_npu}, "access": {"op": access}, "total": {"op": result.cycles_total}}
             measured.update({m: {"op": sum(getattr(layer, MEASURES[m]) for layer in result.layers)} for m in ("sram", "dram", "flash")})
-        records.append(_record(sample, target, version, "ok", measured))
+        records.append(_record(sample, configuration.target, version, "ok", measured))
     return records
 
 
@@ -193,12 +196,12 @@ def load_cache(path: Path, version: str) -> dict[str, dict]:
     return records
 
 
-def measure(samples: list[Sample], target: str, workdir: Path, *, jobs: int = 2, batch_size: int = BATCH_SIZE, progress: bool = True) -> dict[str, dict]:
-    """Measure every sample not yet in workdir's cache for target; returns all records by key."""
+def measure(samples: list[Sample], configuration: Configuration, workdir: Path, *, jobs: int = 2, batch_size: int = BATCH_SIZE, progress: bool = True) -> dict[str, dict]:
+    """Measure every sample not yet in workdir's cache for configuration; returns all records by key."""
     from tqdm import tqdm
 
     version = vela_cost.vela_version()
-    cache_path = Path(workdir) / target / "samples.jsonl"
+    cache_path = Path(workdir) / configuration.name / "samples.jsonl"
     cache_path.parent.mkdir(parents=True, exist_ok=True)
     records = load_cache(cache_path, version)
     todo = [s for s in {s.key: s for s in samples}.values() if s.key not in records]
@@ -208,11 +211,11 @@ def measure(samples: list[Sample], target: str, workdir: Path, *, jobs: int = 2,
     batched = [s for s in todo if s.split != "probe" and s.kind != "module"]
     batches = [batched[i : i + batch_size] for i in range(0, len(batched), batch_size)] + [[s] for s in blocks] + [[s] for s in single]
     with (
-        tqdm(total=len(todo), desc=f"calibrate {target}", unit="sample", disable=not progress) as bar,
+        tqdm(total=len(todo), desc=f"calibrate {configuration.name}", unit="sample", disable=not progress) as bar,
         concurrent.futures.ThreadPoolExecutor(max_workers=max(1, jobs)) as pool,
         cache_path.open("a") as cache,
     ):
-        futures = [pool.submit(measure_block if batch[0].kind == "module" else measure_batch, batch, target, version) for batch in batches]
+        futures = [pool.submit(measure_block if batch[0].kind == "module" else measure_batch, batch, configuration, version) for batch in batches]
         for future in concurrent.futures.as_completed(futures):
             for record in future.result():
                 records[record["key"]] = record
@@ -256,16 +259,16 @@ def graphs_at_eqsat_position() -> Iterator[list]:
             registered.before_passes[:] = [p for p in registered.before_passes if p is not keeper]
 
 
-def lower_block(params: dict, target: str) -> dict:
+def lower_block(params: dict, configuration: Configuration) -> dict:
     """Lower one bundle of context blocks; the nodes at eqsat's position and Vela's cycles per measure."""
     import tempfile
 
     from eqsat import bridge_fx, lowering, vela
 
     module, inputs = context_bundle(params)
-    program = lowering.quantize(module, inputs, target)
+    program = lowering.quantize(module, inputs, configuration)
     with graphs_at_eqsat_position() as input_graphs, tempfile.TemporaryDirectory(prefix="eqsat-calibrate-") as directory:
-        lowered = lowering.lower(program, target, workdir=directory)
+        lowered = lowering.lower(program, configuration, workdir=directory)
     nodes: list = []
     operands: list[list[int]] = []  # per node, the positions in nodes of its operands
     outputs: list[int] = []  # the positions in nodes of the graph outputs
@@ -278,7 +281,7 @@ def lower_block(params: dict, target: str) -> dict:
                 nodes.append(serialize_node(term, read.type_of(i), [read.type_of(a) for a in term.args]))
                 operands.append([position[a] for a in term.args])
         outputs += [position[i] for i in read.outputs]
-    estimates = [vela.estimate(graph, target) for graph in lowered.tosa_flatbuffers]
+    estimates = [vela.estimate(graph, configuration) for graph in lowered.tosa_flatbuffers]
     cycles = {
         "npu": sum(e.cycles_npu for e in estimates),
         "access": sum(layer.cycles_access for e in estimates for layer in e.layers),
@@ -288,7 +291,7 @@ def lower_block(params: dict, target: str) -> dict:
     return {"nodes": nodes, "operands": operands, "outputs": outputs, "cycles": cycles, "cpu_ops": lowered.cpu_ops}
 
 
-def measure_block(samples: list[Sample], target: str, version: str) -> list[dict]:
+def measure_block(samples: list[Sample], configuration: Configuration, version: str) -> list[dict]:
     """Lower one context block in a fresh process (the Arm backend keeps global state)."""
     import subprocess
     import tempfile
@@ -297,16 +300,16 @@ def measure_block(samples: list[Sample], target: str, version: str) -> list[dict
     with tempfile.TemporaryDirectory(prefix="eqsat-calibrate-") as directory:
         out = Path(directory) / "block.json"
         worker = subprocess.run(
-            [sys.executable, "-m", "eqsat.calibration.calibrate", "block", json.dumps(sample.params), target, str(out)],
+            [sys.executable, "-m", "eqsat.calibration.calibrate", "block", json.dumps(sample.params), json.dumps(configuration.as_data()), str(out)],
             capture_output=True,
             text=True,
         )
         if worker.returncode != 0 or not out.exists():
-            return [_record(sample, target, version, "rejected", error=worker.stderr.strip()[-300:])]
+            return [_record(sample, configuration.target, version, "rejected", error=worker.stderr.strip()[-300:])]
         result = json.loads(out.read_text())
     if result["cpu_ops"]:
-        return [_record(sample, target, version, "cpu", error=f"on the CPU: {result['cpu_ops']}")]
-    record = _record(sample, target, version, "ok", {m: {"graph": c} for m, c in result["cycles"].items()})
+        return [_record(sample, configuration.target, version, "cpu", error=f"on the CPU: {result['cpu_ops']}")]
+    record = _record(sample, configuration.target, version, "ok", {m: {"graph": c} for m, c in result["cycles"].items()})
     record |= {"nodes": result["nodes"], "operands": result["operands"], "outputs": result["outputs"]}
     return [record]
 
@@ -314,11 +317,25 @@ def measure_block(samples: list[Sample], target: str, version: str) -> list[dict
 # ---------------------------------------------------------------- the calibration file
 
 
-def _system_config(target: str) -> dict[str, str]:
-    from eqsat.lowering import vela_flags
+def check_configuration(configuration: Configuration) -> None:
+    """ValueError unless the configuration's vela.ini files name its system config and memory mode (Vela reads
+    a two-part path such as Arm/vela.ini from its own config_files directory, any other from where it points)."""
+    from configparser import ConfigParser
 
-    flags = dict(f.lstrip("-").split("=", 1) for f in vela_flags(target) if "=" in f)
-    return {"accelerator_config": flags.get("accelerator-config", target), "system_config": flags.get("system-config", ""), "memory_mode": flags.get("memory-mode", ""), "config": flags.get("config", "")}
+    from ethosu.vela.architecture_features import CONFIG_FILES_PATH
+
+    ini = ConfigParser()
+    for name in configuration.config_ini.split(";"):
+        path = Path(name).expanduser()
+        if not path.is_file() and len(Path(name).parts) == 2:
+            path = Path(CONFIG_FILES_PATH) / name
+        if not path.is_file():
+            raise ValueError(f"no vela.ini {name}")
+        ini.read(path)
+    for kind, value in (("System_Config", configuration.system_config), ("Memory_Mode", configuration.memory_mode)):
+        if not ini.has_section(f"{kind}.{value}"):
+            known = sorted(s.partition(".")[2] for s in ini.sections() if s.startswith(kind + "."))
+            raise ValueError(f"{configuration.config_ini} has no {kind} {value}; it has {', '.join(known)}")
 
 
 def in_families(family: str, families: list[str]) -> bool:
@@ -327,7 +344,7 @@ def in_families(family: str, families: list[str]) -> bool:
 
 
 def calibrate(
-    target: str,
+    target: Configuration | str,
     *,
     workdir: Path = DEFAULT_WORKDIR,
     jobs: int = 2,
@@ -339,20 +356,25 @@ def calibrate(
 ) -> dict:
     """Measure target's grid (resuming from workdir), fit, and write the calibration file; returns its data.
 
+    target is a configuration (eqsat.configuration), or a target alone for its default configuration: the
+    file is vela_cost.calibration_path of it, and records it.
+
     With families, only those families are refitted into target's existing calibration file, which keeps
     every other family (and those of families the grid has no samples of), prices the other ops of the
     joint fit with its kept models, and lists the refit under "refits" (ethos-u85-256 keeps its transposes
     from an older grid, see the README).
     """
     started = time.perf_counter()
+    configuration = target if isinstance(target, Configuration) else Configuration.of(target)
+    target = configuration.target
     if samples is None:
         samples = grid(target, "fit", scale) + grid(target, "heldout", scale)
         if vela_cost.target_family(target) == "u55":
             samples += grid(target, "probe", scale)
-    records = measure(samples, target, workdir, jobs=jobs, progress=progress)
+    records = measure(samples, configuration, workdir, jobs=jobs, progress=progress)
     wanted = {s.key for s in samples}
     measured = [r for k, r in records.items() if k in wanted]
-    existing = json.loads(vela_cost.calibration_path(target).read_text()) if families else None
+    existing = json.loads(vela_cost.calibration_path(configuration).read_text()) if families else None
     kept = {f: m for f, m in existing["models"].items() if not in_families(f, families)} if existing else None
     models = fit(measured, target, kept)
     statuses: dict[str, int] = {}
@@ -362,7 +384,8 @@ def calibrate(
         "format_version": FORMAT_VERSION,
         "target": target,
         "vela_version": vela_cost.vela_version(),
-        **_system_config(target),
+        "accelerator_config": target,
+        **configuration.as_data(),
         "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "grid": {"scale": scale, "samples": len(samples), "statuses": statuses, "digest": hashlib.sha256("\n".join(sorted(wanted)).encode()).hexdigest()[:16]},
         "seconds": round(time.perf_counter() - started, 1),
@@ -371,7 +394,7 @@ def calibrate(
         "folds_transpose_into_producer": folds_transpose_into_producer(measured),
         "rejected": sorted(r["key"] for r in measured if r["status"] != "ok"),
     }
-    path = Path(out) if out is not None else vela_cost.calibration_path(target)
+    path = Path(out) if out is not None else vela_cost.calibration_path(configuration)
     if families:
         if not any(in_families(f, families) for f in models):
             raise ValueError(f"no fitted family in {', '.join(families)}")
@@ -384,7 +407,7 @@ def calibrate(
     return data
 
 
-if __name__ == "__main__":  # worker process: `block PARAMS TARGET OUT`
-    _command, argument, target_name, out_path = sys.argv[1:5]
-    Path(out_path).write_text(json.dumps(lower_block(json.loads(argument), target_name)))
+if __name__ == "__main__":  # worker process: `block PARAMS CONFIGURATION OUT`
+    _command, argument, configuration_data, out_path = sys.argv[1:5]
+    Path(out_path).write_text(json.dumps(lower_block(json.loads(argument), vela_cost.recorded_configuration(json.loads(configuration_data)))))
 

@@ -166,7 +166,7 @@ def model_rows(targets: list[str], results: Path) -> tuple[list[dict], int]:
     for run in sorted((Path(results) / "runs").glob("*.json")):
         row = json.loads(run.read_text())
         target = row["target"]
-        if target not in targets:
+        if target not in targets or row.get("configuration", target) != target:  # another configuration's row: not this calibration's
             continue
         reports = row["reports"]
         families = None

@@ -113,19 +113,22 @@ scale is a power of two stays fused (the hand-built (1 << 30, 49) one).
 `graph_cost` is the one function that prices a graph: every live term once,
 and these contexts. The pipeline's acceptance and the local search call it.
 
-Only targets with a calibration file are priced (`cost_model_for`); any
-other target is refused with the command that calibrates it, so a report
-never states a cost in a unit it does not have.
+Only configurations (target, system config, memory mode, vela.ini) with a
+calibration file of their own are priced (`cost_model_for`); any other is
+refused with the command that calibrates it, so a report never states a cost
+in a unit it does not have, nor in another configuration's.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import warnings
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Callable, Hashable, Iterable, Mapping, Protocol
 
+from eqsat.configuration import Configuration
 from eqsat.ir import Graph, TensorType, Term
 from eqsat.extract import vela_cost
 from eqsat.extract.greedy import reachable
@@ -175,35 +178,45 @@ class CostModel(Protocol):
 
 
 class UncalibratedTargetError(ValueError):
-    """The target has no calibration file: its costs would be guesses in no unit."""
+    """The configuration has no calibration file: its costs would be guesses in no unit, or another configuration's."""
 
 
-def cost_model_for(target: str) -> CostModel:
-    """The Vela-calibrated cost model of target, from eqsat/extract/calibration/<target>.json.
+def cost_model_for(configuration: Configuration | str) -> CostModel:
+    """The Vela-calibrated cost model of a configuration (a target alone: its default configuration), from
+    its file in eqsat/extract/calibration/ (vela_cost.calibration_path).
 
-    Raises UncalibratedTargetError, naming the command that calibrates target, when there is none.
+    Raises UncalibratedTargetError, naming the command that calibrates it, when there is none, or when the
+    file records another configuration: a configuration is never priced with another's numbers.
     """
-    if not vela_cost.has_calibration(target):
+    if isinstance(configuration, str):
+        configuration = Configuration.of(configuration)
+    path = vela_cost.calibration_path(configuration)
+    if not path.exists():
+        calibrated = ", ".join(c.describe() for c in vela_cost.calibrations())
         raise UncalibratedTargetError(
-            f"no cost-model calibration for {target}: run `eqsat calibrate --target {target}` "
-            f"(about 10 minutes on 2 cores; calibrated: {', '.join(vela_cost.calibrated_targets())})"
+            f"no cost-model calibration for {configuration.describe()}: run `{configuration.calibrate_command()}` "
+            f"(about 10 minutes on 2 cores; calibrated: {calibrated})"
         )
-    model = vela_cost.VelaCalibratedCost(target)
-    _warn_once_if_vela_differs(target, model.data["vela_version"])
+    data = json.loads(path.read_text())
+    recorded = vela_cost.recorded_configuration(data)
+    if recorded != configuration:
+        raise UncalibratedTargetError(f"{path.name} calibrates {recorded.describe()}, not {configuration.describe()}: run `{configuration.calibrate_command()}`")
+    model = vela_cost.VelaCalibratedCost(configuration.target, path=path, data=data)
+    _warn_once_if_vela_differs(configuration, model.data["vela_version"])
     return model
 
 
-_warned_versions: set[tuple[str, str, str]] = set()
+_warned_versions: set[tuple[Configuration, str, str]] = set()
 
 
-def _warn_once_if_vela_differs(target: str, calibrated: str) -> None:
-    """A warning, once per process and target, when the installed Vela is not the one target was fitted on."""
+def _warn_once_if_vela_differs(configuration: Configuration, calibrated: str) -> None:
+    """A warning, once per process and configuration, when the installed Vela is not the one it was fitted on."""
     installed = vela_cost.vela_version()
-    if installed != calibrated and (target, calibrated, installed) not in _warned_versions:
-        _warned_versions.add((target, calibrated, installed))
+    if installed != calibrated and (configuration, calibrated, installed) not in _warned_versions:
+        _warned_versions.add((configuration, calibrated, installed))
         message = (
-            f"eqsat: the cost model of {target} was fitted on Vela {calibrated}, but Vela {installed} is installed; "
-            f"its estimates may no longer rank graphs as this Vela does: run `eqsat calibrate --target {target}`"
+            f"eqsat: the cost model of {configuration.describe()} was fitted on Vela {calibrated}, but Vela {installed} is installed; "
+            f"its estimates may no longer rank graphs as this Vela does: run `{configuration.calibrate_command()}`"
         )
         logging.getLogger("eqsat").warning(message)
         warnings.warn(message, RuntimeWarning, stacklevel=3)

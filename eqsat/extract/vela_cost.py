@@ -27,8 +27,9 @@ by pass: a pass that writes a small innermost dimension is memory-bound
 (a (3, 9216) -> (9216, 3) transpose on Ethos-U85: 73816 NPU cycles,
 3110400 access cycles), while the same data moved as (3, 96, 96) ->
 (96, 96, 3) is bound by its 73997 NPU cycles.
-The fitted coefficients live in eqsat/extract/calibration/<target>.json;
-`VelaCalibratedCost(target)` reads them and prices a `Term` from its output
+The fitted coefficients live in eqsat/extract/calibration/<target>.json for
+a target's default configuration, and <target>.<system config>.<memory mode>.json
+for another (`calibration_path`, eqsat.configuration); `VelaCalibratedCost(target)` reads them and prices a `Term` from its output
 and operand types alone. `op_config` is the single place that turns a term
 into its family and features; calibration uses the same function on the
 graphs it measures, so fitting and prediction cannot drift apart.
@@ -145,6 +146,7 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from eqsat.configuration import Configuration
 from eqsat.ir import MAX_RANK, TensorType, Term, window_of
 
 CALIBRATION_DIR = Path(__file__).parent / "calibration"
@@ -154,27 +156,39 @@ U55_TRANSPOSE_MAX_PRODUCT = 2**16
 """DecomposePermuteForU55Pass._MAX_PRODUCT: below it every U55 transpose runs."""
 
 
-def calibration_path(target: str) -> Path:
-    return CALIBRATION_DIR / f"{target}.json"
+def calibration_path(configuration: Configuration | str) -> Path:
+    """Where the calibration of a configuration (a target alone: its default configuration) is:
+    <target>.json for a target's default configuration, <Configuration.name>.json for any other."""
+    if isinstance(configuration, str):
+        configuration = Configuration.of(configuration)
+    return CALIBRATION_DIR / f"{configuration.name}.json"
 
 
-def has_calibration(target: str) -> bool:
-    return calibration_path(target).exists()
+def has_calibration(configuration: Configuration | str) -> bool:
+    return calibration_path(configuration).exists()
 
 
-def calibrated_targets() -> list[str]:
-    return sorted(path.stem for path in CALIBRATION_DIR.glob("*.json"))
+def recorded_configuration(data: dict) -> Configuration:
+    """The configuration a calibration file's data was measured on."""
+    return Configuration(data["target"], data.get("system_config", ""), data.get("memory_mode", ""), data.get("config", ""))
 
 
-def calibration_digest(target: str) -> str:
-    """A short hash of target's calibration file ("" when target is not calibrated)."""
-    path = calibration_path(target)
+def calibrations() -> dict[Configuration, Path]:
+    """Every calibration file, by the configuration it records."""
+    return {recorded_configuration(json.loads(path.read_text())): path for path in sorted(CALIBRATION_DIR.glob("*.json"))}
+
+
+def calibration_digest(configuration: Configuration | str) -> str:
+    """A short hash of a configuration's calibration file ("" when it is not calibrated)."""
+    path = calibration_path(configuration)
     return hashlib.sha256(path.read_bytes()).hexdigest()[:16] if path.exists() else ""
 
 
 def target_family(target: str) -> str:
-    """'u55' or 'u85': the two Ethos-U generations Vela treats differently."""
-    return "u55" if target.startswith("ethos-u55") else "u85"
+    """'u55' or 'u85': the two Ethos-U architectures Vela's compiler has. Ethos-U65 is a U55: regor's
+    ArchEthosU65 derives from ArchEthosU55 and keeps its performance model (architecture/ethosu65/ethos_u65.hpp),
+    and the Arm backend lowers it with the U55 TOSA subset (EthosUCompileSpec._tosa_spec_for_target)."""
+    return "u85" if target.startswith("ethos-u85") else "u55"
 
 
 # ---------------------------------------------------------------- transposes

@@ -1,0 +1,146 @@
+"""What Vela compiles for: an accelerator, and the system config, memory mode and vela.ini it is compiled with.
+
+A cost-model calibration holds for one configuration only. The system config sets the clocks, bandwidths
+and latencies of each memory, and the memory mode where tensors are placed (Vela's
+`config_files/Arm/vela.ini`), and both change what a layer costs: the access side most of all. So eqsat
+prices a graph only with the calibration of exactly the configuration the lowering compiles for, and
+refuses any other (`eqsat.extract.cost.cost_model_for`).
+
+The Arm backend names the configuration in `EthosUCompileSpec(target, system_config=None,
+memory_mode=None, config_ini="Arm/vela.ini")`, and passes it to Vela as `--accelerator-config`,
+`--system-config`, `--memory-mode` and `--config` (`EthosUCompileSpec._build_compiler_flags`). Where the
+spec leaves the system config or memory mode out, it picks its target family's default
+(`EthosUCompileSpec._default_system_config_and_memory_mode`). `DEFAULTS` repeats that table so that the
+cost model can find a calibration without importing executorch; tests/test_configuration.py checks that
+the two agree on every target.
+
+Targets: the accelerator configurations of Vela 5.1 (`ethosu.vela.architecture_features.Accelerator`),
+all of which `EthosUCompileSpec` accepts. Plain data: no torch, no executorch.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+ACCELERATORS = tuple(
+    [f"ethos-u55-{macs}" for macs in (32, 64, 128, 256)]
+    + [f"ethos-u65-{macs}" for macs in (256, 512)]
+    + [f"ethos-u85-{macs}" for macs in (128, 256, 512, 1024, 2048)]
+)
+"""Vela 5.1's accelerator configurations, in its order (`Accelerator.member_list()`)."""
+
+DEFAULT_CONFIG_INI = "Arm/vela.ini"
+"""The vela.ini `EthosUCompileSpec` names when it is given none: the one installed with Vela."""
+
+DEFAULTS = {
+    "ethos-u55": ("Ethos_U55_High_End_Embedded", "Shared_Sram"),
+    "ethos-u65": ("Ethos_U65_High_End", "Dedicated_Sram_384KB"),
+    "ethos-u85": ("Ethos_U85_SYS_DRAM_Mid", "Sram_Only"),
+}
+"""Each product's default (system config, memory mode), as EthosUCompileSpec resolves them."""
+
+
+class UnknownTargetError(ValueError):
+    """A target string that is not one of Vela's accelerator configurations."""
+
+
+def check_target(target: str) -> str:
+    """target, if Vela knows it; otherwise UnknownTargetError listing the ones it knows."""
+    if target not in ACCELERATORS:
+        raise UnknownTargetError(f"unknown target {target!r}; expected one of {', '.join(ACCELERATORS)}")
+    return target
+
+
+def product(target: str) -> str:
+    """"ethos-u55", "ethos-u65" or "ethos-u85": the NPU of an accelerator configuration."""
+    return check_target(target).rpartition("-")[0]
+
+
+@dataclass(frozen=True)
+class Configuration:
+    """One accelerator configuration and the system config, memory mode and vela.ini Vela compiles it with."""
+
+    target: str
+    system_config: str
+    memory_mode: str
+    config_ini: str = DEFAULT_CONFIG_INI
+
+    @classmethod
+    def of(
+        cls, target: str, system_config: str | None = None, memory_mode: str | None = None, config_ini: str | None = None
+    ) -> Configuration:
+        """The configuration EthosUCompileSpec(target, system_config, memory_mode, config_ini) compiles for: what
+        is left out (None) is the target's default. Raises UnknownTargetError for a target Vela does not know."""
+        default_system_config, default_memory_mode = DEFAULTS[product(target)]
+        return cls(
+            target,
+            default_system_config if system_config is None else system_config,
+            default_memory_mode if memory_mode is None else memory_mode,
+            DEFAULT_CONFIG_INI if config_ini is None else config_ini,
+        )
+
+    @property
+    def is_default(self) -> bool:
+        """Whether this is the configuration EthosUCompileSpec(target) picks when given only the target."""
+        return self == Configuration.of(self.target)
+
+    @property
+    def name(self) -> str:
+        """A name for files (calibration, benchmark rows): the target alone for its default configuration,
+        else the target, system config and memory mode, and the vela.ini's file name when it is not Vela's."""
+        if self.is_default:
+            return self.target
+        parts = [self.target, self.system_config, self.memory_mode]
+        if self.config_ini != DEFAULT_CONFIG_INI:
+            parts.append(self.config_ini.replace("\\", "/").rpartition("/")[2].removesuffix(".ini"))
+        return ".".join(re.sub(r"[^A-Za-z0-9_-]", "_", part) for part in parts)
+
+    def describe(self) -> str:
+        """The configuration for people: "ethos-u85-256 with Ethos_U85_SYS_DRAM_Mid/Sram_Only" (and the vela.ini
+        when it is not Vela's)."""
+        ini = "" if self.config_ini == DEFAULT_CONFIG_INI else f" from {self.config_ini}"
+        return f"{self.target} with {self.system_config}/{self.memory_mode}{ini}"
+
+    def calibrate_command(self) -> str:
+        """The `eqsat calibrate` command that calibrates this configuration."""
+        system_config, memory_mode = DEFAULTS[product(self.target)]
+        flags = [f"--target {self.target}"]
+        if self.system_config != system_config:
+            flags.append(f"--system-config {self.system_config}")
+        if self.memory_mode != memory_mode:
+            flags.append(f"--memory-mode {self.memory_mode}")
+        if self.config_ini != DEFAULT_CONFIG_INI:
+            flags.append(f"--config-ini {self.config_ini}")
+        return "eqsat calibrate " + " ".join(flags)
+
+    def as_data(self) -> dict[str, str]:
+        """The fields a calibration file records (`config` is the vela.ini, as Vela's flag names it)."""
+        return {"target": self.target, "system_config": self.system_config, "memory_mode": self.memory_mode, "config": self.config_ini}
+
+
+VELA_FLAGS = ("--accelerator-config", "--system-config", "--memory-mode", "--config")
+
+
+def vela_flag_values(flags: list[str]) -> dict[str, str | None]:
+    """The target, system config, memory mode and vela.ini that Vela's command-line flags name (the last of
+    each, as Vela's argparse reads them; None for a flag that is absent). Several `--config` files (Vela
+    reads them all, in order) are joined by ";"."""
+    values: dict[str, list[str]] = {}
+    for flag, following in zip(flags, [*flags[1:], None]):
+        name, equals, value = flag.partition("=")
+        if equals:
+            values.setdefault(name, []).append(value)
+        elif name in VELA_FLAGS and following is not None:  # "--memory-mode", "Sram_Only"
+            values.setdefault(name, []).append(following)
+
+    def last(name: str) -> str | None:
+        return values[name][-1] if name in values else None
+
+    configs = values.get("--config")
+    return {
+        "target": last("--accelerator-config"),
+        "system_config": last("--system-config"),
+        "memory_mode": last("--memory-mode"),
+        "config_ini": ";".join(configs) if configs else None,
+    }
