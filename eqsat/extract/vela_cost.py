@@ -889,8 +889,8 @@ class VelaCalibratedCost:
 
         A graph's own transposes run if the graph does: if Vela could not run one, the lowering would fail
         with or without eqsat. So an extracted graph whose transposes each run provably, ran in calibration
-        or are the given graph's own, compiles whenever the given one does. The Arm backend hands over a U55
-        transpose beyond the worst-case bound only after Vela compiled it
+        or are the given graph's own, compiles whenever the given one does. The Arm backend keeps a U55
+        permute beyond the worst-case bound as it is when Vela compiles it
         (DecomposePermuteForU55Pass._violates_exact_constraint); priced `math.inf` instead, the given graph
         and every equivalent would cost inf, and nothing could be extracted (pixel_unshuffle of a
         (1, 12, 270, 480) map on Ethos-U55: its (1, 12, 135, 2, 240, 2) transpose).
