@@ -2,9 +2,10 @@
 
     .venv/bin/python -m benchmarks.upstream_tests [--cases N] [--out FILE]
 
-The ExecuTorch wheel ships the Arm backend's own tests (`executorch/backends/arm/test/`). From the files
-in SELECTION, this takes the first `--cases` parametrizations of every test function of the TOSA, Ethos-U55
-and Ethos-U85 integer pipelines (`..._tosa_INT`, `..._u55_INT`, `..._u85_INT`), and runs them twice in
+The ExecuTorch wheel ships the Arm backend's own tests (`executorch/backends/arm/test/`). From each file
+in SELECTION (or `--files`), this takes the first test function of each of the TOSA, Ethos-U55 and Ethos-U85
+integer pipelines (`..._tosa_INT`, `..._u55_INT`, `..._u85_INT`; int8 only, no 16a8w, a8w4 or int32
+variants), its first `--cases` parametrizations, and runs them twice in
 pytest subprocesses: plain, and with `eqsat.install()` (tests/upstream_eqsat_plugin.py). Ethos-U tests
 compile through Vela and stop where upstream marks them: without a Corstone FVP they are xfails. Both runs
 have TOSA_MODEL_NO_BACKTRACE set, so the TOSA reference model attaches no debugger to a refused graph.
@@ -48,19 +49,23 @@ SELECTION = (
     "ops/test_multihead_attention.py",
 )
 PIPELINE_FUNCTION = re.compile(r"_(tosa|u55|u85)_INT$")
-"""The test functions of the three integer pipelines, plain int8 variants only (no 16a8w, a8w4, ...)."""
+"""The test functions of the three integer pipelines (the group names the pipeline)."""
+VARIANT = re.compile(r"16a8w|a16w8|a8w4|int32|_i32")
+"""Function names of the other quantizations, left out."""
 
 
 def selected_tests(cases: int, files: tuple[str, ...] = SELECTION) -> list[str]:
-    """The node ids to run (relative to UPSTREAM): the first `cases` parametrizations of each pipeline test
-    function of files."""
+    """The node ids to run (relative to UPSTREAM): per file and pipeline, the first int8 test function's
+    first `cases` parametrizations."""
     listing = _pytest(["--collect-only", "-q", *(str(UPSTREAM / f) for f in files)], env=_environment())
+    chosen: dict[tuple[str, str], str] = {}  # (file, pipeline) -> its first function
     per_function: dict[str, list[str]] = {}
     for line in listing.stdout.splitlines():
-        if "::" not in line:
+        function = line.strip().split("[", 1)[0]
+        pipeline = PIPELINE_FUNCTION.search(function)
+        if "::" not in function or pipeline is None or VARIANT.search(function):
             continue
-        function = line.split("[", 1)[0]
-        if PIPELINE_FUNCTION.search(function):
+        if chosen.setdefault((function.split("::")[0], pipeline.group(1)), function) == function:
             per_function.setdefault(function, []).append(line.strip())
     return [test for tests in per_function.values() for test in tests[:cases]]
 
@@ -167,10 +172,13 @@ def _executorch_version() -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cases", type=int, default=1, help="parametrizations per test function (default 1)")
+    parser.add_argument("--files", nargs="+", default=SELECTION, metavar="FILE", help="upstream test files, relative to its test folder")
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks/results/upstream_tests.md")
     args = parser.parse_args(argv)
-    result = compare(args.cases)
+    result = compare(args.cases, tuple(args.files))
     command = "python -m benchmarks.upstream_tests" + ("" if args.cases == 1 else f" --cases {args.cases}")
+    if tuple(args.files) != SELECTION:
+        command += " --files " + " ".join(args.files)
     args.out.write_text(markdown(result, command))
     print(f"wrote {args.out}")
     return 0
