@@ -19,6 +19,9 @@ configuration without a calibration (UncalibratedTargetError, with the
 command that calibrates it). What the pass reads from a compile spec never
 fails the lowering: an unknown target, or a configuration eqsat cannot price,
 leaves the graph untouched, with the reason in the report's `fallback`.
+A lowering with no Ethos-U compile spec (TOSA only, `TosaCompileSpec` with
+`TOSAPartitioner`) names no accelerator: there the pass leaves the graph
+untouched and its report says why (see `EqsatPass.call`).
 
 With `verify="vela"` the same wrapper checks the pass against Vela, per
 delegate: it lowers the delegate to TOSA with eqsat (on a copy of the
@@ -49,8 +52,8 @@ from torch import fx
 
 from eqsat.configuration import Configuration, vela_flag_values
 from eqsat.extract.cost import cost_model_for
-from eqsat.pipeline import Options, check_target, run
-from eqsat.report import Report
+from eqsat.pipeline import Options, check_target, logger, run
+from eqsat.report import Report, op_counts
 
 INSERTION_POINTS = {
     "EnsureUniqueOutputNodesPass": EnsureUniqueOutputNodesPass,
@@ -90,22 +93,31 @@ class EqsatPass(ExportPass):
         self.keep_inputs = keep_inputs
         self.input_graphs: list[fx.GraphModule] = []
 
-    def resolve_target(self) -> str:
-        target = self.target or _compiling_target.get()
-        if target is None:
-            raise ValueError(
-                "EqsatPass has no target: pass target=... or run it inside an Ethos-U lowering"
-            )
-        return target
+    def resolve_target(self) -> str | None:
+        """The target given to the pass, else that of the Ethos-U delegate being compiled, else None."""
+        return self.target or _compiling_target.get()
 
     def call(self, graph_module: fx.GraphModule) -> PassResult:
+        """Optimize graph_module in place for the resolved target and record the report.
+
+        With no target (no target given, and no Ethos-U delegate being
+        compiled, as in a TOSA-only lowering) the graph is left untouched and
+        the report's fallback says why, unless the options say strict=True,
+        which raises ValueError. Every cost the pass weighs is a Vela
+        accelerator's, so with none named there is no cost to lower; a
+        default accelerator could make the graph slower on the hardware the
+        TOSA is actually meant for.
+        """
         mode = _pass_mode.get()
         if mode == "off":
             return PassResult(graph_module, False)
         if self.keep_inputs and mode == "run":
             self.input_graphs.append(_copy_graph(graph_module))
         target = self.resolve_target()
-        optimized, report = run(graph_module, target, self.options_for(target))
+        if target is None:
+            optimized, report = graph_module, self._untouched_without_target(graph_module)
+        else:
+            optimized, report = run(graph_module, target, self.options_for(target))
         if mode == "run":
             self.reports.append(report)
             _reports.append(report)
@@ -123,6 +135,18 @@ class EqsatPass(ExportPass):
         from_spec = {k: v for k in CONFIGURATION_OPTIONS if (v := spec.get(k)) is not None} if spec.get("target") == target else {}
         given = {k: v for k, v in self.options.items() if not (k in CONFIGURATION_OPTIONS and v is None)}
         return Options.from_kwargs(**(from_spec | given))
+
+    def _untouched_without_target(self, graph_module: fx.GraphModule) -> Report:
+        """The report of a run that had no target: the graph as it came, and the reason."""
+        reason = (
+            "no target: the pass was installed without one and this lowering compiles no Ethos-U "
+            "delegate (e.g. TOSA only), so no Vela accelerator prices the graph; install(target=...) names one"
+        )
+        if Options.from_kwargs(**self.options).strict:
+            raise ValueError(f"EqsatPass has {reason}")
+        logger.warning("eqsat: kept the unmodified graph because of %s", reason)
+        nodes, ops = len(graph_module.graph.nodes), op_counts(graph_module)
+        return Report(target="", fx_nodes_before=nodes, fx_nodes_after=nodes, ops_before=ops, ops_after=ops, fallback=reason)
 
 
 CONFIGURATION_OPTIONS = ("system_config", "memory_mode", "config_ini")

@@ -123,10 +123,13 @@ def _key_part(value: Any, ids: dict[fx.Node, int] | None = None) -> str:
 
 def _op_key(node: fx.Node, ids: dict[fx.Node, int] | None = None) -> str:
     """What makes two nodes the same op: target, arguments (operands as "$", or by value id), output type,
-    qparams and special dtype."""
+    qparams and special dtype. The input qparams count: on edge ATen ops (before ExirToTosaPass) they say
+    how each operand is dequantized, so the same op on the same int8 operands with other input qparams
+    computes another value."""
     parts = [node.op, op_name(node.target), _key_part(node.args, ids), _key_part(node.kwargs, ids)]
     val = node.meta.get("val")
     parts.append(_key_part(map_aggregate(val, lambda v: (tuple(v.shape), str(v.dtype)) if isinstance(v, torch.Tensor) else v)))
+    parts.append(repr(node.meta.get("input_qparams")))
     parts.append(repr(node.meta.get("output_qparams")))
     parts.append(repr(special_dtype(node)))
     return "|".join(parts)

@@ -572,6 +572,7 @@ def _optimize(graph_module: fx.GraphModule, target: str, parsed: Options) -> tup
                     graph_module, merge_duplicates=parsed.merge_duplicates, checkpoint=deadlines.check, into=scratch
                 )
                 report.graph_before = loaded.read().as_ir()
+                model = model.running_transposes_of(report.graph_before)
                 report.cost_before = cost_models.priced(report.graph_before, model)
             report.dialect = loaded.dialect
             deadlines.check()

@@ -4,6 +4,10 @@ Translation validation (DESIGN.md section 5): an optimized graph must give
 the same output bits as the original on the same random inputs. Both graphs
 run in `tosa_reference_model`, which executes a serialized TOSA graph exactly
 as the TOSA specification defines it.
+
+Every run of the reference model in the project goes through
+`run_reference_model`, which keeps the model from attaching a debugger to
+this process when a graph fails an ERROR_IF or REQUIRE (see there).
 """
 
 from __future__ import annotations
@@ -11,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
+import threading
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, NamedTuple
 
@@ -36,6 +41,17 @@ _DTYPE_NAMES = {value: name for name, value in vars(DType).items() if name.isupp
 # Wide integer inputs are drawn from the int16 range: in quantized graphs
 # they are accumulators or indices, and extreme values would only overflow.
 _WIDE_INTEGER_RANGE = (-(2**15), 2**15 - 1)
+
+
+# tosa-tools' reference model prints a backtrace on a failed ERROR_IF or
+# REQUIRE: func_print_backtrace (reference_model/src/func_debug.cc) forks a
+# child that execs `gdb --batch -ex "attach <pid>" -ex bt` when gdb is on PATH,
+# about a minute per refused graph. It returns at once, without forking, when
+# this variable is set; it reads it with getenv at that moment.
+_NO_BACKTRACE_VARIABLE = "TOSA_MODEL_NO_BACKTRACE"
+# Serializes the runs of this process, so that one run cannot unset the
+# variable while another is still in the reference model.
+_REFERENCE_MODEL_LOCK = threading.Lock()
 
 
 class ReferenceModelError(RuntimeError):
@@ -91,12 +107,32 @@ def run_reference(tosa_flatbuffer: bytes, inputs: list[np.ndarray]) -> list[np.n
     does not finish with status TOSA_VALID.
     """
     _require_matching_inputs(tosa_inputs(tosa_flatbuffer), inputs)
-    outputs, status = tosa_reference_model.run(tosa_flatbuffer, inputs)
+    outputs, status = run_reference_model(tosa_flatbuffer, inputs)
     if status != tosa_reference_model.GraphStatus.TOSA_VALID:
         raise ReferenceModelError(
             f"the TOSA reference model finished with status {status.name}, not TOSA_VALID"
         )
     return outputs
+
+
+def run_reference_model(
+    tosa_flatbuffer: bytes, inputs: list[np.ndarray]
+) -> tuple[list[np.ndarray], tosa_reference_model.GraphStatus]:
+    """Run the graph in the TOSA reference model and return its outputs and status as it gives them.
+
+    A refused graph (status TOSA_ERROR or TOSA_UNPREDICTABLE) comes back as
+    fast as an accepted one: the run sees TOSA_MODEL_NO_BACKTRACE set, so the
+    model attaches no debugger. The variable is set only for the call and put
+    back as it was; a value the caller set is left alone.
+    """
+    with _REFERENCE_MODEL_LOCK:
+        if _NO_BACKTRACE_VARIABLE in os.environ:
+            return tosa_reference_model.run(tosa_flatbuffer, inputs)
+        os.environ[_NO_BACKTRACE_VARIABLE] = "1"
+        try:
+            return tosa_reference_model.run(tosa_flatbuffer, inputs)
+        finally:
+            del os.environ[_NO_BACKTRACE_VARIABLE]
 
 
 def assert_equivalent(

@@ -67,16 +67,62 @@ def test_install_rejects_an_unknown_insertion_point():
         eqsat.install(before="NoSuchPass")
 
 
-def test_pass_without_target_outside_a_lowering_is_a_clear_error():
-    with pytest.raises(ValueError, match="no target"):
-        eqsat.EqsatPass().resolve_target()
-
-
-def test_keep_inputs_keeps_the_graph_the_pass_was_given():
+def permute_pair() -> torch.fx.GraphModule:
+    """Two permutes that cancel: a graph the pass rewrites whenever it has a target."""
     g = GraphBuilder()
     x = g.input("x", (1, 2, 3, 4))
     there = g.call(torch.ops.aten.permute_copy.default, x, [0, 2, 3, 1])
-    gm = g.output(g.call(torch.ops.aten.permute_copy.default, there, [0, 3, 1, 2]))
+    return g.output(g.call(torch.ops.aten.permute_copy.default, there, [0, 3, 1, 2]))
+
+
+def test_pass_without_target_outside_a_lowering_keeps_the_graph_and_says_why():
+    gm = permute_pair()
+    eqsat_pass = eqsat.EqsatPass()
+    assert eqsat_pass.resolve_target() is None
+    result = eqsat_pass(gm)
+    assert not result.modified and op_counts(gm) == {"aten.permute_copy.default": 2}
+    (report,) = eqsat_pass.reports
+    assert report.fallback.startswith("no target") and not report.changed
+    with pytest.raises(ValueError, match="no target"):
+        eqsat.EqsatPass(strict=True)(permute_pair())
+
+
+def lower_tosa_only(model, inputs, workdir):
+    """Quantize and lower as upstream's TosaPipelineINT does: TOSAQuantizer, TosaCompileSpec, TOSAPartitioner.
+    Returns each delegate's TOSA flatbuffer."""
+    from executorch.backends.arm.quantizer import TOSAQuantizer, get_symmetric_quantization_config
+    from executorch.backends.arm.tosa.compile_spec import TosaCompileSpec
+    from executorch.backends.arm.tosa.partitioner import TOSAPartitioner
+    from executorch.exir import to_edge_transform_and_lower
+    from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
+
+    spec = TosaCompileSpec("TOSA-1.0+INT").dump_intermediate_artifacts_to(str(workdir))
+    quantizer = TOSAQuantizer(spec)
+    quantizer.set_global(get_symmetric_quantization_config())
+    prepared = prepare_pt2e(torch.export.export(model, inputs).module(check_guards=False), quantizer)
+    prepared(*inputs)
+    exported = torch.export.export(convert_pt2e(prepared), inputs)
+    to_edge_transform_and_lower(exported, partitioner=[TOSAPartitioner(spec)])
+    return [path.read_bytes() for path in sorted(workdir.glob("output*.tosa"))]
+
+
+def test_install_without_target_leaves_a_tosa_only_lowering_as_stock(tmp_path):
+    model, inputs = TwoBranchConcat().eval(), (torch.randn(1, 4, 8, 8, generator=torch.Generator().manual_seed(1)),)
+    stock = lower_tosa_only(model, inputs, tmp_path / "stock")
+    eqsat.install()
+    try:
+        with_eqsat = lower_tosa_only(model, inputs, tmp_path / "eqsat")
+        reports = eqsat.last_reports()
+    finally:
+        eqsat.uninstall()
+    assert len(stock) == 1 and with_eqsat == stock  # the same TOSA graph, byte for byte
+    (report,) = reports
+    assert report.fallback.startswith("no target") and not report.changed
+    assert report.ops_before == report.ops_after and "tosa.TRANSPOSE.default" in report.ops_before
+
+
+def test_keep_inputs_keeps_the_graph_the_pass_was_given():
+    gm = permute_pair()
     eqsat_pass = eqsat.EqsatPass("ethos-u55-128", keep_inputs=True)
     result = eqsat_pass(gm)
     assert result.modified and op_counts(gm) == {}

@@ -236,6 +236,25 @@ def test_concat_whose_inputs_have_other_qparams_is_opaque(dialect, which):
     assert _concat_with_qparams(CONCATS[dialect], first, second, shared).op == "Opaque"
 
 
+def _classes_of_adds_with_input_qparams(first, second):
+    """The e-classes of two edge-ATen adds of the same operands, merging duplicates, with these input qparams."""
+    g = GraphBuilder()
+    x, y = g.input("x", (1, 4, 2)), g.input("y", (1, 4, 2))
+    a, b = g.call(aten.add.Tensor, x, y), g.call(aten.add.Tensor, x, y)
+    for node, input_qparams in ((a, first), (b, second)):
+        node.meta["input_qparams"] = {0: input_qparams, 1: input_qparams}
+        node.meta["output_qparams"] = {0: _qparams(0.1, 3)}
+    return classes_of(g.output(a, b), a.name, b.name, merge_duplicates=True)
+
+
+def test_ops_that_differ_only_in_input_qparams_do_not_merge():
+    # on edge ATen ops the input qparams say how each int8 operand is dequantized: another value
+    first, second = _classes_of_adds_with_input_qparams(_qparams(0.1, 3), _qparams(0.2, 3))
+    assert first != second
+    first, second = _classes_of_adds_with_input_qparams(_qparams(0.1, 3), _qparams(0.1, 3))
+    assert first == second
+
+
 def _duplicate_rescales():
     g = GraphBuilder()
     x = g.input("x", (2, 3))

@@ -139,6 +139,32 @@ def test_a_tosa_graph_is_optimized_outside_the_arm_pipeline():
     assert [slot.op for slot in output.args[0]] == ["placeholder"]  # the inverse pair cancelled
 
 
+def test_a_transpose_beyond_the_u55_bound_that_the_graph_has_is_priced_not_infinite():
+    """pixel_unshuffle(2) of a (1, 12, 270, 480) map as the Arm backend lowers it for Ethos-U55 (upstream's
+    test_pixel_unshuffle_u55_INT[rand_4d_contiguous]): its transpose is beyond the U55 worst-case bound and
+    absent from calibration, but the backend let it through because Vela compiled it. Priced inf, the pass
+    fell back with "no finite-cost term for root classes"."""
+    from executorch.backends.arm.tosa.specification import TosaLoweringContext, TosaSpecification
+    from executorch.exir.dialects._ops import ops as exir_ops
+
+    from eqsat.ops.reference import evaluate
+    from tests.graphs import random_inputs
+
+    tosa = exir_ops.backend.tosa
+    g = GraphBuilder()
+    x = g.input("x", (1, 12, 270, 480))
+    with TosaLoweringContext(TosaSpecification.create_from_string("TOSA-1.0+INT+int16+int4+u55")):
+        split = g.call(tosa.RESHAPE.default, x, g.const_shape((1, 12, 135, 2, 240, 2)))
+        moved = g.call(tosa.TRANSPOSE.default, split, [0, 1, 3, 5, 2, 4])
+        gm = g.output(g.call(tosa.RESHAPE.default, moved, g.const_shape((1, 48, 135, 240))))
+    result, report = eqsat.optimize(gm, target="ethos-u55-128")
+    assert report.fallback is None
+    assert 0 < report.cost_after <= report.cost_before < float("inf")
+    inputs = random_inputs(gm, 0)
+    (expected,), (actual,) = evaluate(gm, inputs), evaluate(result, inputs)  # TOSA ops by the exact reference
+    assert expected.dtype == actual.dtype and torch.equal(expected, actual)
+
+
 def test_a_saving_below_min_saving_keeps_the_original_graph():
     gm = permute_graph()
     _, taken = eqsat.optimize(gm)

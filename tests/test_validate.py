@@ -1,19 +1,26 @@
 """eqsat.validate judges TOSA graphs from real lowerings with the TOSA reference model."""
 
+import os
+
 import numpy as np
 import pytest
 import torch
+import tosa_reference_model
 
 from eqsat.lowering import Lowered, lower, quantize
+from eqsat.ops.rescale import multiplier_and_shift
 from eqsat.validate import (
     NotEquivalentError,
+    ReferenceModelError,
     SignatureMismatchError,
     assert_equivalent,
     assert_lowerings_equivalent,
     random_inputs,
     run_reference,
+    run_reference_model,
     tosa_inputs,
 )
+from tests.ops.test_reference_model import rescale_graph
 
 TARGET = "ethos-u55-128"
 INPUT_SHAPE = (1, 4, 8, 8)
@@ -90,6 +97,39 @@ def test_random_inputs_span_int8_and_repeat_per_seed(tosa):
 def test_run_reference_gives_int8_outputs(tosa):
     (output,) = run_reference(tosa, random_inputs(tosa, seed=0))
     assert output.dtype == np.int8 and output.shape == INPUT_SHAPE
+
+
+@pytest.fixture
+def gdb_calls(tmp_path, monkeypatch):
+    """A fake `gdb` first on PATH that appends a line to the returned file each time it runs."""
+    calls = tmp_path / "gdb-calls"
+    fake_gdb = tmp_path / "bin" / "gdb"
+    fake_gdb.parent.mkdir()
+    fake_gdb.write_text(f'#!/bin/sh\necho "$@" >> "{calls}"\n')
+    fake_gdb.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{fake_gdb.parent}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.delenv("TOSA_MODEL_NO_BACKTRACE", raising=False)
+    return calls
+
+
+def test_a_refused_graph_attaches_no_debugger(gdb_calls):
+    # RESCALE of int16 with input zero point 5: ERROR_IF, only int8 may have a nonzero one
+    multiplier, shift = multiplier_and_shift(0.5)
+    refused = rescale_graph([2, 3], "int16", "int8", [multiplier], [shift], 5, 0).tosa.serialize()
+    inputs = [np.zeros((2, 3), dtype=np.int16)]
+    # the hazard, called bare: the reference model execs gdb to attach to this process
+    _, status = tosa_reference_model.run(refused, inputs)
+    if not gdb_calls.exists():
+        pytest.skip("here the reference model's child cannot ptrace its parent, so it never reaches gdb")
+    assert "attach" in gdb_calls.read_text()
+    gdb_calls.unlink()
+
+    _, status = run_reference_model(refused, inputs)
+    assert status == tosa_reference_model.GraphStatus.TOSA_ERROR
+    with pytest.raises(ReferenceModelError, match="TOSA_ERROR"):
+        run_reference(refused, inputs)
+    assert not gdb_calls.exists()
+    assert "TOSA_MODEL_NO_BACKTRACE" not in os.environ  # set for the call only
 
 
 def test_run_reference_rejects_inputs_of_the_wrong_dtype(tosa):

@@ -176,6 +176,10 @@ class CostModel(Protocol):
         """The cost of an output RESCALE of the int32 accumulator run alone because something else reads the
         accumulator too (None: the target's calibration prices it)."""
 
+    def running_transposes_of(self, graph: Graph) -> CostModel:
+        """This model, for which every transpose configuration that graph has runs on the target (the graph the
+        pass is given: its transposes run if it does)."""
+
 
 class UncalibratedTargetError(ValueError):
     """The configuration has no calibration file: its costs would be guesses in no unit, or another configuration's."""

@@ -123,7 +123,8 @@ axis longer than 65536 (and, for int32, stricter limits). Calibration probes
 such shapes and records what Vela did. Prediction follows the Arm backend's
 own rule (`DecomposePermuteForU55Pass`): a transpose whose shape keeps the
 product of every (rank-2) dimensions within 2^16 always runs; any other
-transpose runs only if calibration saw Vela run it, and otherwise costs
+transpose runs only if calibration saw Vela run it, or if the graph the
+pass was given has it (`running_transposes_of`), and otherwise costs
 `math.inf`. The optimizer starts no Vela process to find out (a lowering
 must not wait on one); `eqsat calibrate` probes such shapes. Ranks above 6
 are outside the TOSA profile and cost `math.inf` on every target.
@@ -139,6 +140,7 @@ fix that.
 
 from __future__ import annotations
 
+import copy
 import functools
 import hashlib
 import json
@@ -147,7 +149,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from eqsat.configuration import Configuration
-from eqsat.ir import MAX_RANK, TensorType, Term, window_of
+from eqsat.ir import MAX_RANK, Graph, TensorType, Term, window_of
 
 CALIBRATION_DIR = Path(__file__).parent / "calibration"
 FORMAT_VERSION = 2
@@ -904,6 +906,26 @@ class VelaCalibratedCost:
             if fallback in self._models:
                 return self._models[fallback]
         return None
+
+    def running_transposes_of(self, graph: Graph) -> VelaCalibratedCost:
+        """This model, for which every TRANSPOSE configuration (shape, permutation, dtype) of graph runs.
+
+        A graph's own transposes run if the graph does: if Vela could not run one, the lowering would fail
+        with or without eqsat. So an extracted graph whose transposes each run provably, ran in calibration
+        or are the given graph's own, compiles whenever the given one does. The Arm backend keeps a U55
+        permute beyond the worst-case bound as it is when Vela compiles it
+        (DecomposePermuteForU55Pass._violates_exact_constraint); priced `math.inf` instead, the given graph
+        and every equivalent would cost inf, and nothing could be extracted (pixel_unshuffle of a
+        (1, 12, 270, 480) map on Ethos-U55: its (1, 12, 135, 2, 240, 2) transpose).
+        """
+        configs = (
+            op_config(term, graph.types[value], [graph.types[a] for a in term.args], self.target)
+            for value, term in enumerate(graph.terms)
+            if term.op == "Transpose"
+        )
+        model = copy.copy(self)  # its caches of copy and rescale prices hold no transpose: shared
+        model._feasibility = self._feasibility | {c.transpose: True for c in configs if c.transpose is not None}
+        return model
 
     def transpose_runs(self, shape: tuple[int, ...], perm: tuple[int, ...], dtype: str) -> bool:
         """Whether Vela runs this transpose on the NPU of target."""

@@ -6,7 +6,7 @@ import math
 import pytest
 import torch
 
-from eqsat.ir import TensorType, Term
+from eqsat.ir import Graph, TensorType, Term
 from eqsat.extract.cost import UncalibratedTargetError, cost_model_for
 from eqsat.extract.vela_cost import VelaCalibratedCost, calibration_path, has_calibration, vela_version
 
@@ -69,6 +69,23 @@ def test_a_transpose_u55_cannot_run_is_infinite():
     assert rejected, "calibration found no transpose that Vela rejects on U55"
     for shape, perm, dtype in rejected:
         assert model.cost(*transpose(shape, perm, dtype)) == math.inf
+
+
+# pixel_unshuffle(2) of a (1, 12, 270, 480) map, as the Arm backend lowers it for Ethos-U55 (upstream's
+# test_pixel_unshuffle_u55_INT[rand_4d_contiguous]): a transpose beyond the worst-case bound that Vela runs
+PIXEL_UNSHUFFLE = ([1, 12, 135, 2, 240, 2], [0, 1, 3, 5, 2, 4])
+
+
+def test_the_given_graphs_own_transposes_run_and_no_other():
+    model = VelaCalibratedCost("ethos-u55-128")
+    term, out, (x,) = transpose(*PIXEL_UNSHUFFLE)
+    assert model.cost(term, out, [x]) == math.inf  # beyond the bound, never calibrated
+    given = Graph(["x", "t"], [Term("Opaque", (), ("x#0",)), term], [x, out], [1])
+    running = model.running_transposes_of(given)
+    assert 0 < running.cost(term, out, [x]) < math.inf
+    other = transpose(PIXEL_UNSHUFFLE[0], [0, 1, 3, 2, 5, 4])
+    assert running.cost(*other) == model.cost(*other) == math.inf  # another permutation of that shape
+    assert model.cost(term, out, [x]) == math.inf  # the calibrated model itself is unchanged
 
 
 def test_ranks_beyond_the_tosa_profile_are_infinite(model):

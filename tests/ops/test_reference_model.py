@@ -17,6 +17,7 @@ from eqsat.calibration.graphs import _attr, _Graph
 from eqsat.ops import RequireViolation
 from eqsat.ops.rescale import multiplier_and_shift, reference as rescale, scales_of
 from eqsat.ops.table import reference as table
+from eqsat.validate import run_reference_model
 
 RANGES = {"int8": (-128, 127), "int16": (-32768, 32767), "int32": (-(2**31), 2**31 - 1)}
 TORCH = {"int8": torch.int8, "int16": torch.int16, "int32": torch.int32}
@@ -24,7 +25,7 @@ TORCH = {"int8": torch.int8, "int16": torch.int16, "int32": torch.int32}
 
 def run_model(graph: _Graph, inputs: list[np.ndarray]) -> np.ndarray | None:
     """The reference model's output, or None when it finishes TOSA_UNPREDICTABLE (a REQUIRE failed) or TOSA_ERROR."""
-    outputs, status = tosa_reference_model.run(graph.tosa.serialize(), inputs)
+    outputs, status = run_reference_model(graph.tosa.serialize(), inputs)
     if status in (tosa_reference_model.GraphStatus.TOSA_UNPREDICTABLE, tosa_reference_model.GraphStatus.TOSA_ERROR):
         return None
     assert status == tosa_reference_model.GraphStatus.TOSA_VALID, status
