@@ -204,13 +204,20 @@ def is_noop_transpose(shape: tuple[int, ...], perm: tuple[int, ...]) -> bool:
 
 
 def _swap_axes(shape: list[int], a: int, b: int, ops: list) -> None:
-    """Append the 3D swaps that exchange axes a < b of shape; shape is updated in place (regor SwapAxes)."""
+    """Append the 3D swaps that exchange axes a < b of shape; shape is updated in place.
+
+    Follows regor's SwapAxes (compiler/scheduler_decompose.cpp): the two axes are swapped in one 3D pass
+    when the shape has at most three axes, or when both are among its innermost three and every outer axis
+    is 1 (`shape.AxisProduct(0, -3) == 1`); otherwise the shape is viewed as 3D around the axes and the
+    swap becomes up to five passes.
+    """
     n = len(shape)
-    if n < 4:
-        padded = [1] * (3 - n) + shape
+    if n <= 3 or (a >= n - 3 and math.prod(shape[: n - 3]) == 1):
+        offset = n - 3  # the innermost three axes, padded with leading 1s below rank 3
+        inner = [1] * (-offset) + shape[max(0, offset) :]
         perm3 = [0, 1, 2]
-        perm3[a + 3 - n], perm3[b + 3 - n] = perm3[b + 3 - n], perm3[a + 3 - n]
-        ops.append((tuple(padded), tuple(perm3)))
+        perm3[a - offset], perm3[b - offset] = perm3[b - offset], perm3[a - offset]
+        ops.append((tuple(inner), tuple(perm3)))
         shape[a], shape[b] = shape[b], shape[a]
         return
     if (a, b) == (0, 1):
