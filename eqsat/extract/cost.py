@@ -110,6 +110,14 @@ also reads (tds-conv1d). `unfused_add_subs` finds them, and `rescales_alone`
 prices their rescales with the others. Not modelled: an output RESCALE whose
 scale is a power of two stays fused (the hand-built (1 << 30, 49) one).
 
+A ninth: Vela runs a TRANSPOSE that alone reads a RESHAPE which only adds or
+drops unit axes in the reshape's input shape (regor
+`GraphIrOptimiser::CanonicaliseReshapeTransposePattern`), and its passes
+follow that shape: behind a (4, 16, 256, 1) -> (4, 16, 256) reshape, a
+(0, 2, 1) transpose is five passes (222452 cycles on Ethos-U85), not one
+(12800); an Arm backend rank-5 permute/view test case came out 16.6% slower
+for it (`transposes_behind_unit_reshapes`).
+
 `graph_cost` is the one function that prices a graph: every live term once,
 and these contexts. The pipeline's acceptance and the local search call it.
 

@@ -40,8 +40,9 @@ What each op costs
   reader: then it is a MemoryCopy (`memory_copy`), which
   `eqsat.extract.cost.reshape_copies` adds on whole graphs.
 - TRANSPOSE: the sum over the 3D swap passes that Vela's decomposition
-  (a selection sort of the axes, as in regor) produces for this shape and
-  permutation, fitted per dtype. Permutations that only move unit
+  (a selection sort of the axes, as in regor's DecomposeTranspose and
+  SwapAxes; see `transpose_passes`) produces for this shape and
+  permutation, each pass fitted per dtype. Permutations that only move unit
   dimensions cost 0 (they are reshapes). On Ethos-U55 a transpose that
   Vela cannot run costs `math.inf` (see "Infeasible configurations").
 - CONCAT: one MemoryCopy per input, priced as measured behind producers on
@@ -249,11 +250,15 @@ def _swap_axes(shape: list[int], a: int, b: int, ops: list) -> None:
 def transpose_passes(shape: tuple[int, ...], perm: tuple[int, ...], family: str) -> list[tuple[tuple[int, int, int], tuple[int, int, int]]]:
     """The 3D transpose passes Vela runs for one TRANSPOSE: [(3D input shape, 3D permutation)].
 
-    Ethos-U85 runs any 3D permutation (after dropping leading unit axes) in
-    one pass; Ethos-U55 only single swaps. Everything else is decomposed by a
-    selection sort of the axes, each swap becoming up to five 3D passes
-    (ported from regor's DecomposeTranspose in Vela 4.4; Vela 5.1 agrees on
-    the pass count for most shapes, and the fit absorbs the rest).
+    Follows Vela 5.1's regor, compiler/scheduler_decompose.cpp: a transpose runs as one pass when its
+    permutation moves only the innermost three axes and every outer axis is 1 (`DecomposeTranspose` asks
+    for no decomposition: any such permutation on Ethos-U85, a single swap on Ethos-U55,
+    `EthosU55Constraints::OperatorQuery`); otherwise `DecomposeTranspose` sorts the axes by selection,
+    in the shape the transpose has in the graph (its rank-5/6 shape, unit axes included; graphir_optimiser.cpp
+    `RearrangeTranspose` drops no unit axis, as both targets answer `Native` to its query), each swap
+    becoming up to five 3D passes (`SwapAxes`). A transpose behind a RESHAPE that only adds or drops unit
+    axes runs in the reshape's input shape (`eqsat.extract.cost.transposes_behind_unit_reshapes`).
+    Not followed: int32 H <-> C swaps on Ethos-U55, which `SwapAxesIn3D` runs as three swaps.
     """
     if is_noop_transpose(shape, perm):
         return []
