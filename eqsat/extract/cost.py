@@ -110,6 +110,14 @@ also reads (tds-conv1d). `unfused_add_subs` finds them, and `rescales_alone`
 prices their rescales with the others. Not modelled: an output RESCALE whose
 scale is a power of two stays fused (the hand-built (1 << 30, 49) one).
 
+A ninth: Vela runs a TRANSPOSE that alone reads a RESHAPE which only adds or
+drops unit axes in the reshape's input shape (regor
+`GraphIrOptimiser::CanonicaliseReshapeTransposePattern`), and its passes
+follow that shape: behind a (4, 16, 256, 1) -> (4, 16, 256) reshape, a
+(0, 2, 1) transpose is five passes (222452 cycles on Ethos-U85), not one
+(12800); an Arm backend rank-5 permute/view test case came out 16.6% slower
+for it (`transposes_behind_unit_reshapes`).
+
 `graph_cost` is the one function that prices a graph: every live term once,
 and these contexts. The pipeline's acceptance and the local search call it.
 
@@ -551,6 +559,49 @@ def folded_transposes(
     ]
 
 
+def squeezed(shape: tuple[int, ...]) -> tuple[int, ...]:
+    """shape without its unit axes (regor Squeeze, compiler/shape_util.hpp)."""
+    return tuple(d for d in shape if d != 1)
+
+
+def permutation_before_unit_reshape(before: tuple[int, ...], after: tuple[int, ...], perm: tuple[int, ...]) -> tuple[int, ...]:
+    """The permutation of shape `before` that moves its non-unit axes as perm moves them in shape `after`
+    (the same axes less or more unit ones), its unit axes left in place (regor
+    RecalculatePermutationForNonUnitAxes, compiler/graphir_optimiser.cpp)."""
+    non_unit_before = [i for i, d in enumerate(before) if d != 1]
+    rank_after = {axis: r for r, axis in enumerate(i for i, d in enumerate(after) if d != 1)}
+    moved = iter(non_unit_before[rank_after[p]] for p in perm if p in rank_after)
+    return tuple(i if d == 1 else next(moved) for i, d in enumerate(before))
+
+
+def transposes_behind_unit_reshapes(
+    graph: dict[Hashable, Term], readers: Readers, type_of: Callable[[Hashable], TensorType | None], model: CostModel
+) -> dict[Hashable, float]:
+    """What each TRANSPOSE costs that Vela runs in the shape in front of the RESHAPE it reads.
+
+    regor's GraphIrOptimiser::CanonicaliseReshapeTransposePattern (compiler/graphir_optimiser.cpp), before any
+    reshape is removed: a RESHAPE that only adds or drops unit axes (equal `squeezed` shapes), whose output one
+    TRANSPOSE alone reads (`IsSinglePath`), is moved behind the transpose, and the transpose runs on the
+    reshape's input with its permutation recalculated (`permutation_before_unit_reshape`). Its passes follow
+    that shape: a (4, 16, 256) transpose by (0, 2, 1) is one pass on Ethos-U85 (12800 cycles), behind a
+    (4, 16, 256, 1) -> (4, 16, 256) reshape it is five passes of (4, 16, 256, 1) by (0, 2, 1, 3) (222452 cycles,
+    tests/extract/test_cost.py).
+    """
+    prices = {}
+    for value, term in graph.items():
+        if term.op != "Transpose" or not term.args:
+            continue
+        reshape = graph.get(term.args[0])
+        if reshape is None or reshape.op != "Reshape" or readers.count(term.args[0]) != 1:
+            continue
+        source, reshaped = type_of(reshape.args[0]), type_of(term.args[0])
+        if source is None or reshaped is None or squeezed(source.shape) != squeezed(reshaped.shape) or source.shape == reshaped.shape:
+            continue
+        perm = permutation_before_unit_reshape(tuple(source.shape), tuple(reshaped.shape), tuple(term.attrs[0]))
+        prices[value] = model.cost(Term("Transpose", (reshape.args[0],), (perm,)), type_of(value), [source])
+    return prices
+
+
 def _is_rescale(term: Term | None) -> bool:
     return term is not None and (term.op == "Rescale" or (term.op in ("Opaque", "Elementwise") and _opaque_name(term) == "RESCALE"))
 
@@ -757,6 +808,7 @@ def _contexts(
     folded = folded_transposes(live, readers, model, type_of)
     free = {*folded, *fused_tables(live, readers, type_of), *removed_accumulator_reshapes(live, readers, type_of)}
     in_context = slice_prices(live, readers, type_of, model) | transposing_slice_copies(live, folded, type_of, model)
+    in_context |= {v: price for v, price in transposes_behind_unit_reshapes(live, readers, type_of, model).items() if v not in free}
     in_context |= concat_prices(live, readers, type_of, model)
     return live, readers, term_cost, free, in_context, rescales_alone(live, readers, type_of, model)
 

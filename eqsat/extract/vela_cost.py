@@ -41,8 +41,9 @@ What each op costs
   reader: then it is a MemoryCopy (`memory_copy`), which
   `eqsat.extract.cost.reshape_copies` adds on whole graphs.
 - TRANSPOSE: the sum over the 3D swap passes that Vela's decomposition
-  (a selection sort of the axes, as in regor) produces for this shape and
-  permutation, fitted per dtype. Permutations that only move unit
+  (a selection sort of the axes, as in regor's DecomposeTranspose and
+  SwapAxes; see `transpose_passes`) produces for this shape and
+  permutation, each pass fitted per dtype. Permutations that only move unit
   dimensions cost 0 (they are reshapes). On Ethos-U55 a transpose that
   Vela cannot run costs `math.inf` (see "Infeasible configurations").
 - CONCAT: one MemoryCopy per input, priced as measured behind producers on
@@ -220,13 +221,20 @@ def is_noop_transpose(shape: tuple[int, ...], perm: tuple[int, ...]) -> bool:
 
 
 def _swap_axes(shape: list[int], a: int, b: int, ops: list) -> None:
-    """Append the 3D swaps that exchange axes a < b of shape; shape is updated in place (regor SwapAxes)."""
+    """Append the 3D swaps that exchange axes a < b of shape; shape is updated in place.
+
+    Follows regor's SwapAxes (compiler/scheduler_decompose.cpp): the two axes are swapped in one 3D pass
+    when the shape has at most three axes, or when both are among its innermost three and every outer axis
+    is 1 (`shape.AxisProduct(0, -3) == 1`); otherwise the shape is viewed as 3D around the axes and the
+    swap becomes up to five passes.
+    """
     n = len(shape)
-    if n < 4:
-        padded = [1] * (3 - n) + shape
+    if n <= 3 or (a >= n - 3 and math.prod(shape[: n - 3]) == 1):
+        offset = n - 3  # the innermost three axes, padded with leading 1s below rank 3
+        inner = [1] * (-offset) + shape[max(0, offset) :]
         perm3 = [0, 1, 2]
-        perm3[a + 3 - n], perm3[b + 3 - n] = perm3[b + 3 - n], perm3[a + 3 - n]
-        ops.append((tuple(padded), tuple(perm3)))
+        perm3[a - offset], perm3[b - offset] = perm3[b - offset], perm3[a - offset]
+        ops.append((tuple(inner), tuple(perm3)))
         shape[a], shape[b] = shape[b], shape[a]
         return
     if (a, b) == (0, 1):
@@ -258,11 +266,15 @@ def _swap_axes(shape: list[int], a: int, b: int, ops: list) -> None:
 def transpose_passes(shape: tuple[int, ...], perm: tuple[int, ...], family: str) -> list[tuple[tuple[int, int, int], tuple[int, int, int]]]:
     """The 3D transpose passes Vela runs for one TRANSPOSE: [(3D input shape, 3D permutation)].
 
-    Ethos-U85 runs any 3D permutation (after dropping leading unit axes) in
-    one pass; Ethos-U55 only single swaps. Everything else is decomposed by a
-    selection sort of the axes, each swap becoming up to five 3D passes
-    (ported from regor's DecomposeTranspose in Vela 4.4; Vela 5.1 agrees on
-    the pass count for most shapes, and the fit absorbs the rest).
+    Follows Vela 5.1's regor, compiler/scheduler_decompose.cpp: a transpose runs as one pass when its
+    permutation moves only the innermost three axes and every outer axis is 1 (`DecomposeTranspose` asks
+    for no decomposition: any such permutation on Ethos-U85, a single swap on Ethos-U55,
+    `EthosU55Constraints::OperatorQuery`); otherwise `DecomposeTranspose` sorts the axes by selection,
+    in the shape the transpose has in the graph (its rank-5/6 shape, unit axes included; graphir_optimiser.cpp
+    `RearrangeTranspose` drops no unit axis, as both targets answer `Native` to its query), each swap
+    becoming up to five 3D passes (`SwapAxes`). A transpose behind a RESHAPE that only adds or drops unit
+    axes runs in the reshape's input shape (`eqsat.extract.cost.transposes_behind_unit_reshapes`).
+    Not followed: int32 H <-> C swaps on Ethos-U55, which `SwapAxesIn3D` runs as three swaps.
     """
     if is_noop_transpose(shape, perm):
         return []

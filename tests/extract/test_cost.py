@@ -18,10 +18,11 @@ from eqsat.extract.cost import (
     shared_input_rescales,
     slice_prices,
     term_costs,
+    transposes_behind_unit_reshapes,
     transposing_slice_copies,
     value_costs,
 )
-from eqsat.extract.vela_cost import VelaCalibratedCost
+from eqsat.extract.vela_cost import VelaCalibratedCost, target_family, transpose_passes
 from eqsat.vela import estimate
 
 TYPE = TensorType((1, 64, 32), "torch.int8")
@@ -449,6 +450,42 @@ def test_a_transpose_alone_behind_a_slice_is_folded_into_its_copy_where_vela_fol
     types = {"x": wide, "pre": wide, "s": shape, "t": [shape[p] for p in perm]}
     type_of = lambda value: TensorType(tuple(types[value]), "torch.int8")  # noqa: E731
     assert folded_transposes(graph, readers_of(graph, ["t"]), VelaCalibratedCost(target), type_of) == (["t"] if folded else [])
+
+
+UNIT_RESHAPE_TRANSPOSES = [
+    # reshape input, reshape output, transpose permutation, whether the reshape's output is also returned,
+    # and the shape and permutation Vela runs the transpose in (None: its own)
+    ((4, 16, 256, 1), (4, 16, 256), (0, 2, 1), False, (0, 2, 1, 3)),  # drops a unit axis
+    ((1, 16, 8, 2, 64), (16, 8, 2, 64, 1), (1, 0, 2, 3, 4), False, (0, 2, 1, 3, 4)),  # moves a unit axis
+    ((16, 8, 2, 64, 1), (16, 8, 2, 64), (1, 0, 2, 3), False, (1, 0, 2, 3, 4)),
+    ((4, 16, 16, 16), (4, 16, 256), (0, 2, 1), False, None),  # merges axes
+    ((4, 16, 256, 1), (4, 16, 256), (0, 2, 1), True, None),  # another reader
+]
+
+
+@pytest.mark.parametrize("target", ["ethos-u55-128", "ethos-u85-256"])
+@pytest.mark.parametrize("source, reshaped, perm, returned, moved_perm", UNIT_RESHAPE_TRANSPOSES)
+def test_a_transpose_behind_a_unit_reshape_runs_in_the_passes_of_the_reshapes_input_shape(target, source, reshaped, perm, returned, moved_perm):
+    """Vela runs as many transpose layers as the passes of the shape the model prices the transpose in
+    (1 against 5 for the first case on both targets)."""
+    out = tuple(reshaped[p] for p in perm)
+    g = _Graph()
+    x = _clamp(g, "pre", g.input(source, "int8"), source, "int8")
+    r = g.op("r", ts.Op.RESHAPE, [x, g.shape_const(reshaped)], reshaped, "int8", _attr("ReshapeAttribute"))
+    g.output(_clamp(g, "post", g.op("t", ts.Op.TRANSPOSE, [r], out, "int8", _attr("TransposeAttribute", perm)), out, "int8"))
+    if returned:
+        g.output(_clamp(g, "post2", r, reshaped, "int8"))
+    layers = [layer for layer in estimate(g.tosa.serialize(), target).layers if layer.operator == "Transpose"]
+
+    graph = {"x": leaf("x"), "r": Term("Reshape", ("x",), (reshaped,)), "t": Term("Transpose", ("r",), (perm,))}
+    types = {"x": TensorType(source, "torch.int8"), "r": TensorType(reshaped, "torch.int8"), "t": TensorType(out, "torch.int8")}
+    model = VelaCalibratedCost(target)
+    prices = transposes_behind_unit_reshapes(graph, readers_of(graph, ["t", "r"] if returned else ["t"]), types.get, model)
+    shape, permutation = (source, moved_perm) if moved_perm else (reshaped, perm)
+    assert len(layers) == len(transpose_passes(shape, permutation, target_family(target)))
+    assert set(prices) == ({"t"} if moved_perm else set())
+    if moved_perm:
+        assert prices["t"] == model.cost(Term("Transpose", ("x",), (moved_perm,)), types["t"], [types["x"]])
 
 
 WIDE = TensorType((1, 64, 32), "torch.int32")

@@ -173,6 +173,8 @@ def test_vela_copies_a_5d_slice_and_each_5d_concat_input_once_per_leading_index(
         ((1, 4, 8, 16), (0, 2, 1, 3)),  # N=1 dropped: one 3D pass
         ((1, 1, 4, 8, 16), (0, 1, 3, 2, 4)),
         ((2, 16, 4, 16, 12), (1, 3, 4, 2, 0)),
+        ((1, 1, 4, 8, 16), (1, 0, 4, 3, 2)),  # the outer axes are 1 once swapped: the H <-> C swap is one 3D pass
+        ((16, 16, 4, 16, 1), (2, 1, 3, 0, 4)),  # high_rank_permute_fuzz_case_1 of the Arm backend's tests
     ],
 )
 def test_transpose_passes_match_the_layers_vela_runs(target, shape, perm):
