@@ -563,11 +563,12 @@ def test_rescale_per_channel_rescale_exact_is_sound(data):
 
 
 def test_slice_of_channels_through_per_channel_rescale_fires_with_the_window_of_multipliers():
+    """The box starts at row 2 and channel 1: the window starts at the channel, not at the first dim."""
     g = GraphBuilder()
     x = g.input("x", (4, 5), torch.int32)
     scales = [0.1, 0.2, 0.3, 0.4, 0.5]
     r = g.call(RESCALE, x, torch.int8, scales, 0, 3)
-    cut = slice_(g, r, [1, 1], [2, 3])
+    cut = slice_(g, r, [2, 1], [2, 3])
     s = Saturated(g.output(cut), rescale)
     assert s.fired("slice-of-channels-through-per-channel-rescale") == 1
     moved = [t for t in s.terms_of(cut) if t.op == "Rescale"]
