@@ -88,7 +88,7 @@ def reshaped(dims: list[int], choice: int) -> list[int]:
     return list(dims)
 
 
-@settings(max_examples=100, deadline=None, derandomize=True)
+@settings(max_examples=25, deadline=None)
 @given(
     data=st.data(),
     base=st.lists(st.integers(1, 3), min_size=1, max_size=4),

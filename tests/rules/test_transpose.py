@@ -222,7 +222,7 @@ def test_slice_through_transpose_does_not_fire_on_a_slice_of_another_op():
 
 # measured: the law fires in 20 of 20 cases; the share stated is 0.2 less, at least one case
 @law_fires_in(0.8, "slice-through-transpose")
-@settings(max_examples=100, deadline=None, derandomize=True)
+@settings(max_examples=20, deadline=None, derandomize=True)
 @given(many_slices_after("permute"))
 def test_slice_through_transpose_is_sound(graph_module):
     Saturated(graph_module, transpose).assert_every_extraction_agrees()
@@ -283,7 +283,7 @@ def transpose_chains(draw):
 
 # measured: the rarest of these laws fires in 11 of 25 cases; the share stated is 0.2 less, at least one case
 @law_fires_in(0.24, "transpose-compose", "transpose-identity", "transpose-through-binary")
-@settings(max_examples=100, deadline=None, derandomize=True)
+@settings(max_examples=25, deadline=None, derandomize=True)
 @given(transpose_chains())
 def test_transpose_laws_are_sound(graph_module):
     Saturated(graph_module, transpose).assert_every_extraction_agrees()
@@ -316,7 +316,7 @@ def test_transpose_through_reduce_does_not_fire_on_a_reduction_that_drops_the_di
 
 # measured: the law fires in 15 of 15 cases; the share stated is 0.2 less, at least one case
 @law_fires_in(0.8, "transpose-through-reduce")
-@settings(max_examples=100, deadline=None, derandomize=True)
+@settings(max_examples=15, deadline=None, derandomize=True)
 @given(data=st.data(), shape=st.lists(st.integers(1, 4), min_size=1, max_size=4).map(tuple))
 def test_transpose_through_reduce_is_sound(data, shape):
     g = GraphBuilder()
@@ -436,7 +436,7 @@ def test_transpose_through_table_does_not_fire_when_the_table_would_read_batched
 
 # measured: the rarest of these laws fires in 13 of 20 cases; the share stated is 0.2 less, at least one case
 @law_fires_in(0.45, "transpose-through-pad", "transpose-through-table")
-@settings(max_examples=100, deadline=None, derandomize=True)
+@settings(max_examples=20, deadline=None, derandomize=True)
 @given(data=st.data(), shape=st.lists(st.integers(1, 3), min_size=1, max_size=4).map(tuple))
 def test_transpose_through_pad_and_table_is_sound(data, shape):
     """transpose(pad(x)) and transpose(table(x)), and chains of them, on random shapes, paddings and permutations (TOSA reference)."""
@@ -459,7 +459,7 @@ def test_transpose_through_pad_and_table_is_sound(data, shape):
 
 # measured: the law fires in 10 of 10 cases; the share stated is 0.2 less, at least one case
 @law_fires_in(0.8, "transpose-through-pad")
-@settings(max_examples=100, deadline=None, derandomize=True)
+@settings(max_examples=10, deadline=None, derandomize=True)
 @given(data=st.data(), shape=st.lists(st.integers(1, 3), min_size=1, max_size=4).map(tuple))
 def test_transpose_through_aten_constant_pad_nd_is_sound(data, shape):
     """The aten form (pairs from the last dim backwards, possibly fewer than rank) reads and writes back as the same Pad."""

@@ -89,7 +89,7 @@ def test_transpose_rank_lowering_reads_a_few_lookup_rows_per_permutation():
 # measured: drop-unit-dim fires in 7 of 20 cases, merge-adjacent-dims in 2; the shares stated are 0.2 less, at least one case
 @law_fires_in(0.15, "transpose-drop-unit-dim")
 @law_fires_in(0.05, "transpose-merge-adjacent-dims")
-@settings(max_examples=100, deadline=None, derandomize=True)
+@settings(max_examples=20, deadline=None, derandomize=True)
 @given(data_movement_graphs(("permute", "permute", "view", "unary")))
 def test_transpose_rank_lowering_is_sound(graph_module):
     Saturated(graph_module, transpose_rank, reshape).assert_every_extraction_agrees()
@@ -98,7 +98,7 @@ def test_transpose_rank_lowering_is_sound(graph_module):
 # measured: drop-unit-dim fires in 2 of 10 cases, merge-adjacent-dims in 1; stated: at least one case each
 @law_fires_in(0.1, "transpose-drop-unit-dim")
 @law_fires_in(0.1, "transpose-merge-adjacent-dims")
-@settings(max_examples=100, deadline=None, derandomize=True)
+@settings(max_examples=10, deadline=None, derandomize=True)
 @given(data_movement_graphs(("view", "permute", "unary", "binary", "cat", "slice")))
 def test_transpose_rank_lowering_is_sound_with_the_transpose_laws(graph_module):
     Saturated(graph_module, transpose_rank, reshape, transpose).assert_every_extraction_agrees()
