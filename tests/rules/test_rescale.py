@@ -139,7 +139,8 @@ def test_rescale_rescale_exact_fires():
     g, x, out = two_rescales((2, 3), torch.int8, 8.0, 0.37)
     s = Saturated(g.output(out), rescale)
     assert s.fired("rescale-rescale-exact-int8") == 1
-    assert any(t.op == "Rescale" and t.args == (s.class_of(x),) for t in s.terms_of(out))
+    fused = [t for t in s.terms_of(out) if t.op == "Rescale" and t.args == (s.class_of(x),)]
+    assert len(fused) == 1 and fused[0].attrs[2] == tuple(v - 3 for v in bridge_rescale_shifts([0.37]))  # 8 == 2^3
 
 
 @pytest.mark.parametrize(
