@@ -20,7 +20,24 @@ from tests.rules.harness import Saturated, law_fires_in, saturated_stress_graph
 
 TOSA = exir_ops.backend.tosa
 RESCALE, TRANSPOSE, CONCAT = TOSA.RESCALE.default, TOSA.TRANSPOSE.default, TOSA.CONCAT.default
-SOUNDNESS = settings(max_examples=5, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+
+SOUNDNESS = settings(max_examples=100, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+"""Every soundness property: 100 cases, the same ones on every run."""
+
+shapes = st.lists(st.integers(1, 4), min_size=1, max_size=4).map(tuple)
+narrow = st.sampled_from([torch.int8, torch.int16])
+zero_points = st.sampled_from([-128, -127, -1, 0, 1, 126, 127]) | st.integers(-128, 127)
+"""int8 zero points, at the ends of the range and next to 0 on purpose."""
+
+
+def weighted(**weights: int) -> st.SearchStrategy[str]:
+    """One of the names, drawn in proportion to its weight: a generator states how often it aims at each case."""
+    return st.sampled_from([name for name, weight in weights.items() for _ in range(weight)])
+
+
+def zero_point_for(dtype: torch.dtype, drawn: int) -> int:
+    """TOSA: only an int8 tensor has a zero point (ERROR_IF otherwise)."""
+    return drawn if dtype == torch.int8 else 0
 
 
 @pytest.fixture(autouse=True)
@@ -84,31 +101,37 @@ def test_rescale_identity_does_not_fire_per_channel():
     assert s.fired("rescale-identity") == 0
 
 
-shapes = st.lists(st.integers(1, 4), min_size=1, max_size=4).map(tuple)
-narrow = st.sampled_from([torch.int8, torch.int16])
-zero_points = st.integers(-128, 127)
-
-
-# measured: the law fires in 1 of 5 cases; the share stated is 0.2 less, at least one case
-@law_fires_in(0.2, "rescale-identity")
+# measured: the law fires in 66 of 100 cases; the share stated is 0.1 less
+@law_fires_in(0.55, "rescale-identity")
 @SOUNDNESS
-@given(shape=shapes, dtype=narrow, zp=zero_points, other_zp=zero_points, scale=st.sampled_from([1.0, 0.5, 2.0, 1.0 + 2**-25]))
-def test_rescale_identity_is_sound(shape, dtype, zp, other_zp, scale):
+@given(
+    shape=shapes,
+    dtype=narrow,
+    zp=zero_points,
+    other_zp=zero_points,
+    case=weighted(identity=6, half=1, double=1, near_one=1, zero_point_moves=1, dtype_changes=1),
+)
+def test_rescale_identity_is_sound(shape, dtype, zp, other_zp, case):
+    """Identities, and the near misses each guard excludes: a scale of 1/2, 2 or 1 + 2^-25, a moved zero point, another dtype."""
     with tosa():
+        scale = {"half": 0.5, "double": 2.0, "near_one": 1.0 + 2**-25}.get(case, 1.0)
+        out_dtype = {torch.int8: torch.int16, torch.int16: torch.int8}[dtype] if case == "dtype_changes" else dtype
+        in_zp = zero_point_for(dtype, zp)
+        out_zp = zero_point_for(out_dtype, other_zp if case == "zero_point_moves" and other_zp != zp else in_zp)
         g = GraphBuilder()
         x = g.input("x", shape, dtype)
-        zp, other_zp = (zp, other_zp) if dtype == torch.int8 else (0, 0)  # TOSA: int16 zero points are 0
-        r = g.call(RESCALE, x, dtype, [scale], zp, zp if scale == 1.0 else other_zp)
+        r = g.call(RESCALE, x, out_dtype, [scale], in_zp, out_zp)
         tosa_reference.assert_every_extraction_agrees(Saturated(g.output(r), rescale))
 
 
 # ---------------------------------------------------------------- rescale-rescale-exact
 
 
-def two_rescales(shape, dtype, first_scale, second_scale, in_zp=3, out_zp=-5, out_dtype=torch.int8):
+def two_rescales(shape, dtype, first_scale, second_scale, in_zp=3, out_zp=-5, out_dtype=torch.int8, mid_dtype=torch.int32):
     g = GraphBuilder()
     x = g.input("x", shape, dtype)
-    wide = g.call(RESCALE, x, torch.int32, [first_scale], in_zp, 0)
+    first = first_scale if isinstance(first_scale, list) else [first_scale]
+    wide = g.call(RESCALE, x, mid_dtype, first, in_zp, 0)
     return g, x, g.call(RESCALE, wide, out_dtype, [second_scale], 0, out_zp)
 
 
@@ -116,7 +139,8 @@ def test_rescale_rescale_exact_fires():
     g, x, out = two_rescales((2, 3), torch.int8, 8.0, 0.37)
     s = Saturated(g.output(out), rescale)
     assert s.fired("rescale-rescale-exact-int8") == 1
-    assert any(t.op == "Rescale" and t.args == (s.class_of(x),) for t in s.terms_of(out))
+    fused = [t for t in s.terms_of(out) if t.op == "Rescale" and t.args == (s.class_of(x),)]
+    assert len(fused) == 1 and fused[0].attrs[2] == tuple(v - 3 for v in bridge_rescale_shifts([0.37]))  # 8 == 2^3
 
 
 @pytest.mark.parametrize(
@@ -136,26 +160,85 @@ def test_rescale_rescale_exact_does_not_fire(reason, first_scale, second_scale):
     assert not any(t.op == "Rescale" and t.args == (s.class_of(x),) for t in s.terms_of(out))
 
 
-# measured: the law fires in 3 of 5 cases; the share stated is 0.2 less, at least one case
-@law_fires_in(0.4, "rescale-rescale-exact")
+def test_rescale_rescale_exact_does_not_fire_after_a_per_channel_first_rescale():
+    """Each channel of the first scales by its own 2^k: no single fused shift exists."""
+    g, x, out = two_rescales((2, 3), torch.int8, [2.0, 4.0, 8.0], 0.37)
+    s = Saturated(g.output(out), rescale)
+    assert s.fired("rescale-rescale-exact-int8") == 0
+    assert not any(t.op == "Rescale" and t.args == (s.class_of(x),) for t in s.terms_of(out))
+
+
+@pytest.mark.parametrize("mid_dtype", [torch.int8, torch.int16])
+def test_rescale_rescale_exact_does_not_fire_through_a_narrow_intermediate(mid_dtype):
+    """The first rescale clamps to int8 or int16; the fused one would not."""
+    g, x, out = two_rescales((2, 3), torch.int8, 8.0, 0.37, mid_dtype=mid_dtype)
+    s = Saturated(g.output(out), rescale)
+    assert s.fired("rescale-rescale-exact-int8") == 0
+
+
+@pytest.mark.parametrize("exponent, fires", [(14, True), (15, True), (16, False)])
+def test_rescale_rescale_exact_int16_at_the_exponent_bound(exponent, fires):
+    """int16 at the guard's bound k <= 15 (the second scale leaves a fused shift >= 17)."""
+    g, x, out = two_rescales((2, 3), torch.int16, 2.0**exponent, 2.0 ** -(exponent + 4), in_zp=0, out_zp=0)
+    s = Saturated(g.output(out), rescale)
+    assert (s.fired("rescale-rescale-exact-int16") == 1) == fires
+
+
+@st.composite
+def first_rescales(draw, channels: int) -> list[float]:
+    """The scales of a first rescale to the wide intermediate: mostly an exact 2^k, k in 0..15 (int16's large k
+    included on purpose), sometimes just outside (k in -2, -1, 16, 17), per channel with a different k per channel,
+    or not a power of two (1.5 * 2^k, 3 * 2^k): each case a fusion guard must refuse."""
+    exponent = draw(st.integers(0, 15) | st.sampled_from([13, 14, 15]))
+    case = draw(weighted(power_of_two=14, outside=2, per_channel=2, fraction=1, not_power_of_two=1))
+    if case == "outside":
+        return [2.0 ** draw(st.sampled_from([-2, -1, 16, 17]))]
+    if case == "per_channel" and channels > 1:
+        exponents = draw(st.lists(st.integers(0, 8), min_size=channels, max_size=channels, unique=channels <= 9))
+        return [2.0**k for k in exponents]
+    return [{"fraction": 1.5, "not_power_of_two": 3.0}.get(case, 1.0) * 2.0**exponent]
+
+
+def second_scale(first: list[float]) -> st.SearchStrategy[float]:
+    """A scale for the second rescale: mostly one that undoes most of the first (the fused shift stays >= 17),
+    sometimes anything in [2^-24, 2^8]."""
+    return st.one_of(
+        st.floats(2.0**-10, 2.0**4).map(lambda f: f / max(first)),
+        st.floats(2.0**-10, 2.0**4).map(lambda f: f / max(first)),
+        st.floats(2.0**-10, 2.0**4).map(lambda f: f / max(first)),
+        st.floats(2.0**-24, 2.0**8),
+    )
+
+
+@st.composite
+def two_rescale_graphs(draw, per_channel_second: bool):
+    """x (int8 or int16) -> RESCALE to a wide type (int32, sometimes int8 or int16: it clamps) -> RESCALE, the second
+    per-tensor or per-channel."""
+    shape = draw(shapes)
+    if per_channel_second or draw(st.booleans()):
+        shape = (*shape[:-1], shape[-1] + 1)  # at least two channels
+    dtype = draw(narrow)
+    mid_dtype = draw(weighted(int32=9, narrow=1))
+    mid_dtype = torch.int32 if mid_dtype == "int32" else draw(narrow)
+    out_dtype = draw(st.sampled_from([torch.int8, torch.int16, torch.int32]))
+    first = draw(first_rescales(shape[-1]))
+    second = draw(st.lists(second_scale(first), min_size=shape[-1], max_size=shape[-1])) if per_channel_second else [draw(second_scale(first))]
+    g = GraphBuilder()
+    x = g.input("x", shape, dtype)
+    wide = g.call(RESCALE, x, mid_dtype, first, zero_point_for(dtype, draw(zero_points)), 0)
+    out = g.call(RESCALE, wide, out_dtype, second, 0, zero_point_for(out_dtype, draw(zero_points)))
+    graph_module = g.output(out)
+    assume(tosa_reference.is_legal(graph_module))
+    return graph_module
+
+
+# measured: the law fires in 62 of 100 cases; the share stated is 0.1 less
+@law_fires_in(0.52, "rescale-rescale-exact")
 @SOUNDNESS
-@given(
-    shape=shapes,
-    dtype=narrow,
-    exponent=st.integers(-2, 17),
-    second=st.floats(2.0**-24, 2.0**8),
-    in_zp=zero_points,
-    out_zp=zero_points,
-    out_dtype=st.sampled_from([torch.int8, torch.int16, torch.int32]),
-)
-def test_rescale_rescale_exact_is_sound(shape, dtype, exponent, second, in_zp, out_zp, out_dtype):
+@given(data=st.data())
+def test_rescale_rescale_exact_is_sound(data):
     with tosa():
-        in_zp = in_zp if dtype == torch.int8 else 0  # TOSA: int16/int32 zero points are 0
-        out_zp = out_zp if out_dtype == torch.int8 else 0
-        g, _, out = two_rescales(shape, dtype, 2.0**exponent, second, in_zp, out_zp, out_dtype)
-        graph_module = g.output(out)
-        assume(tosa_reference.is_legal(graph_module))
-        tosa_reference.assert_every_extraction_agrees(Saturated(graph_module, rescale))
+        tosa_reference.assert_every_extraction_agrees(Saturated(data.draw(two_rescale_graphs(per_channel_second=False)), rescale))
 
 
 # ---------------------------------------------------------------- data movement through a rescale
@@ -278,41 +361,101 @@ def test_concat_of_rescales_stays_linear_on_hundreds_of_same_parameter_rescales(
 
 
 @st.composite
-def rescale_params(draw, channels):
-    per_channel = draw(st.booleans()) and channels > 1
-    count = channels if per_channel else 1
-    scales = draw(st.lists(st.floats(2.0**-12, 4.0), min_size=count, max_size=count))
-    return scales, draw(zero_points), draw(zero_points)
+def box_of(draw, shape, keep_last: bool | None = None):
+    """A box of a tensor of this shape: anywhere, or (keep_last) whole along the last dim, or (keep_last False) cutting it."""
+    start, size = [], []
+    for dim, extent in enumerate(shape):
+        last = dim == len(shape) - 1
+        if last and keep_last:
+            begin, length = 0, extent
+        elif last and keep_last is False:
+            length = draw(st.integers(1, extent - 1))
+            begin = draw(st.integers(0, extent - length))
+        else:
+            begin = draw(st.integers(0, extent - 1))
+            length = draw(st.integers(1, extent - begin))
+        start.append(begin)
+        size.append(length)
+    return start, size
+
+
+def factorizations(n: int, rank: int) -> list[list[int]]:
+    """Every shape of the given rank with n elements."""
+    if rank == 1:
+        return [[n]]
+    return [[d, *rest] for d in range(1, n + 1) if n % d == 0 for rest in factorizations(n // d, rank - 1)]
 
 
 @st.composite
-def box_of(draw, shape):
-    start = [draw(st.integers(0, d - 1)) for d in shape]
-    return start, [draw(st.integers(1, d - b)) for d, b in zip(shape, start)]
+def reshape_of(draw, shape, keep_last: bool):
+    """A new shape for a tensor of this shape that keeps its last dim, or one that does not (None if there is none)."""
+    total = math.prod(shape)
+    candidates = [s for rank in range(1, 5) for s in factorizations(total, rank) if (s[-1] == shape[-1]) == keep_last]
+    return draw(st.sampled_from(candidates)) if candidates else None
 
 
-# measured: the rarest of these laws fires in 2 of 5 cases; the share stated is 0.2 less, at least one case
-@law_fires_in(0.2, "transpose-through-rescale", "slice-through-rescale", "reshape-through-rescale", "concat-of-rescales", "reshape-through-per-channel-rescale", "slice-of-channels-through-per-channel-rescale")
+source_dtypes = st.sampled_from([torch.int8, torch.int16, torch.int32])
+
+
+def movement_outputs(g, r, other, shape, data, per_channel: bool):
+    """Transposes, slices, reshapes and concats of r (and of other, rescaled alike): for a per-channel r, each both
+    in a form that keeps the channel axis last and whole, and in one that does not (where the shape has one)."""
+    rank = len(shape)
+    leading = list(data.draw(st.permutations(range(rank - 1))))
+    outputs = [
+        g.call(TRANSPOSE, r, [*leading, rank - 1]),
+        g.call(TRANSPOSE, r, list(data.draw(st.permutations(range(rank))))),
+        slice_(g, r, *data.draw(box_of(shape, keep_last=True if per_channel else None))),
+        slice_(g, r, *data.draw(box_of(shape))),
+        reshape(g, r, data.draw(reshape_of(shape, keep_last=True))),
+        g.call(CONCAT, [r, other], axis=data.draw(st.integers(0, rank - 1))),
+    ]
+    if per_channel:
+        outputs.append(slice_(g, r, *data.draw(box_of(shape, keep_last=False))))
+    if rank > 1:
+        outputs.append(g.call(CONCAT, [other, r], axis=data.draw(st.integers(0, rank - 2))))
+    breaking = data.draw(reshape_of(shape, keep_last=False))
+    if breaking is not None:
+        outputs.append(reshape(g, r, breaking))
+    return outputs
+
+
+# measured: each of these laws fires in 100 of 100 cases; the share stated is 0.1 less
+@law_fires_in(0.9, "transpose-through-rescale", "slice-through-rescale", "reshape-through-rescale", "concat-of-rescales")
 @SOUNDNESS
-@given(data=st.data(), shape=st.lists(st.integers(1, 4), min_size=2, max_size=4).map(tuple))
-def test_data_movement_through_rescale_is_sound(data, shape):
-    """transpose, slice, reshape and concat across per-tensor and per-channel rescales, on random boxes and perms."""
+@given(data=st.data(), shape=st.lists(st.integers(1, 4), min_size=1, max_size=4).map(tuple), dtype=source_dtypes)
+def test_data_movement_through_rescale_is_sound(data, shape, dtype):
+    """transpose, slice, reshape and concat across a per-tensor rescale of an int8, int16 or int32 tensor."""
     with tosa():
         g = GraphBuilder()
-        x = g.input("x", shape)
-        scales, in_zp, out_zp = data.draw(rescale_params(shape[-1]))
-        r = g.call(RESCALE, x, torch.int8, scales, in_zp, out_zp)
-        perm = data.draw(st.permutations(range(len(shape))))
-        start, size = data.draw(box_of(shape))
-        flat = [math.prod(shape[:-1]), shape[-1]]
-        other = g.call(RESCALE, g.input("y", shape), torch.int8, scales, in_zp, out_zp)
-        axis = data.draw(st.integers(0, len(shape) - 1))
-        outputs = (
-            g.call(TRANSPOSE, r, list(perm)),
-            slice_(g, r, start, size),
-            reshape(g, r, flat),
-            g.call(CONCAT, [r, other], axis=axis),
-        )
+        params = (torch.int8, [data.draw(st.floats(2.0**-12, 4.0))], zero_point_for(dtype, data.draw(zero_points)), data.draw(zero_points))
+        r, other = g.call(RESCALE, g.input("x", shape, dtype), *params), g.call(RESCALE, g.input("y", shape, dtype), *params)
+        outputs = movement_outputs(g, r, other, shape, data, per_channel=False)
+        tosa_reference.assert_every_extraction_agrees(Saturated(g.output(*outputs), rescale))
+
+
+# measured: each of the first four laws fires in at least 93 of 100 cases, concat-of-rescales in 63 (a rank-1
+#   tensor has no axis but the channels); the shares stated are 0.1 less
+@law_fires_in(
+    0.83,
+    "transpose-through-per-channel-rescale",
+    "slice-through-per-channel-rescale",
+    "slice-of-channels-through-per-channel-rescale",
+    "reshape-through-per-channel-rescale",
+)
+@law_fires_in(0.53, "concat-of-rescales")
+@SOUNDNESS
+@given(data=st.data(), shape=st.lists(st.integers(1, 4), min_size=1, max_size=4).map(tuple), dtype=source_dtypes)
+def test_data_movement_through_per_channel_rescale_is_sound(data, shape, dtype):
+    """transpose, slice, reshape and concat across a per-channel rescale, in forms that keep the channel axis last and
+    whole and in forms that do not (the guards must refuse those)."""
+    with tosa():
+        shape = (*shape[:-1], shape[-1] + 1)  # at least two channels
+        g = GraphBuilder()
+        scales = data.draw(st.lists(st.floats(2.0**-12, 4.0), min_size=shape[-1], max_size=shape[-1]))
+        params = (torch.int8, scales, zero_point_for(dtype, data.draw(zero_points)), data.draw(zero_points))
+        r, other = g.call(RESCALE, g.input("x", shape, dtype), *params), g.call(RESCALE, g.input("y", shape, dtype), *params)
+        outputs = movement_outputs(g, r, other, shape, data, per_channel=True)
         tosa_reference.assert_every_extraction_agrees(Saturated(g.output(*outputs), rescale))
 
 
@@ -352,18 +495,21 @@ def test_per_channel_rescale_identity_does_not_fire(reason, scales, in_zp, out_z
     assert s.class_of(r) != s.class_of(x)
 
 
-# measured: the law fires in 2 of 5 cases; the share stated is 0.2 less, at least one case
-@law_fires_in(0.2, "per-channel-rescale-identity")
+# measured: the law fires in 62 of 100 cases; the share stated is 0.1 less
+@law_fires_in(0.52, "per-channel-rescale-identity")
 @SOUNDNESS
 @given(data=st.data(), shape=st.lists(st.integers(1, 4), min_size=1, max_size=3).map(tuple), zp=zero_points, other_zp=zero_points)
 def test_per_channel_rescale_identity_is_sound(data, shape, zp, other_zp):
     with tosa():
         channels = shape[-1] + 1
         shape = (*shape[:-1], channels)
-        scales = data.draw(st.lists(st.sampled_from([1.0, 1.0, 0.5, 1.0 + 2**-25]), min_size=channels, max_size=channels))
+        case = data.draw(weighted(identity=3, one_channel_not_one=1, zero_point_moves=1))
+        scales = [1.0] * channels
+        if case == "one_channel_not_one":
+            scales[data.draw(st.integers(0, channels - 1))] = data.draw(st.sampled_from([0.5, 2.0, 1.0 + 2**-25]))
         g = GraphBuilder()
         x = g.input("x", shape)
-        r = g.call(RESCALE, x, torch.int8, scales, zp, data.draw(st.sampled_from([zp, other_zp])))
+        r = g.call(RESCALE, x, torch.int8, scales, zp, other_zp if case == "zero_point_moves" and other_zp != zp else zp)
         tosa_reference.assert_every_extraction_agrees(Saturated(g.output(r), rescale))
 
 
@@ -405,39 +551,25 @@ def test_rescale_per_channel_rescale_exact_does_not_fire(reason, first_scale, se
     assert not any(t.op == "Rescale" and t.args == (s.class_of(x),) for t in s.terms_of(out))
 
 
-# measured: the law fires in 4 of 5 cases; the share stated is 0.2 less, at least one case
-@law_fires_in(0.6, "rescale-per-channel-rescale-exact")
+# measured: the law fires in 60 of 100 cases; the share stated is 0.1 less
+@law_fires_in(0.5, "rescale-per-channel-rescale-exact")
 @SOUNDNESS
-@given(
-    data=st.data(),
-    shape=shapes,
-    dtype=narrow,
-    exponent=st.integers(-2, 17),
-    in_zp=zero_points,
-    out_zp=zero_points,
-    out_dtype=st.sampled_from([torch.int8, torch.int16, torch.int32]),
-)
-def test_rescale_per_channel_rescale_exact_is_sound(data, shape, dtype, exponent, in_zp, out_zp, out_dtype):
+@given(data=st.data())
+def test_rescale_per_channel_rescale_exact_is_sound(data):
     with tosa():
-        shape = (*shape[:-1], shape[-1] + 1)  # at least two channels
-        in_zp = in_zp if dtype == torch.int8 else 0  # TOSA: int16/int32 zero points are 0
-        out_zp = out_zp if out_dtype == torch.int8 else 0
-        second = data.draw(st.lists(st.floats(2.0**-24, 2.0**8), min_size=shape[-1], max_size=shape[-1]))
-        g, _, out = per_channel_after_rescale(shape, 2.0**exponent, second, in_zp, out_zp, out_dtype, dtype)
-        graph_module = g.output(out)
-        assume(tosa_reference.is_legal(graph_module))
-        tosa_reference.assert_every_extraction_agrees(Saturated(graph_module, rescale))
+        tosa_reference.assert_every_extraction_agrees(Saturated(data.draw(two_rescale_graphs(per_channel_second=True)), rescale))
 
 
 # ---------------------------------------------------------------- slices that cut the channels of a per-channel rescale
 
 
 def test_slice_of_channels_through_per_channel_rescale_fires_with_the_window_of_multipliers():
+    """The box starts at row 2 and channel 1: the window starts at the channel, not at the first dim."""
     g = GraphBuilder()
     x = g.input("x", (4, 5), torch.int32)
     scales = [0.1, 0.2, 0.3, 0.4, 0.5]
     r = g.call(RESCALE, x, torch.int8, scales, 0, 3)
-    cut = slice_(g, r, [1, 1], [2, 3])
+    cut = slice_(g, r, [2, 1], [2, 3])
     s = Saturated(g.output(cut), rescale)
     assert s.fired("slice-of-channels-through-per-channel-rescale") == 1
     moved = [t for t in s.terms_of(cut) if t.op == "Rescale"]
@@ -460,16 +592,16 @@ def test_slice_of_channels_through_per_channel_rescale_does_not_fire_when_every_
     assert s.fired("slice-through-per-channel-rescale") == 1
 
 
-# measured: the law fires in 5 of 5 cases; the share stated is 0.2 less, at least one case
-@law_fires_in(0.8, "slice-of-channels-through-per-channel-rescale")
+# measured: the law fires in 100 of 100 cases; the share stated is 0.1 less
+@law_fires_in(0.9, "slice-of-channels-through-per-channel-rescale")
 @SOUNDNESS
-@given(data=st.data(), shape=st.lists(st.integers(1, 4), min_size=1, max_size=3).map(tuple))
-def test_slice_of_channels_through_per_channel_rescale_is_sound(data, shape):
+@given(data=st.data(), shape=st.lists(st.integers(1, 4), min_size=1, max_size=3).map(tuple), dtype=source_dtypes)
+def test_slice_of_channels_through_per_channel_rescale_is_sound(data, shape, dtype):
     with tosa():
         shape = (*shape[:-1], shape[-1] + 1)
         g = GraphBuilder()
-        x = g.input("x", shape, torch.int32)
+        x = g.input("x", shape, dtype)
         scales = data.draw(st.lists(st.floats(2.0**-12, 0.5), min_size=shape[-1], max_size=shape[-1]))
-        r = g.call(RESCALE, x, torch.int8, scales, 0, data.draw(zero_points))
-        start, size = data.draw(box_of(shape))
+        r = g.call(RESCALE, x, torch.int8, scales, zero_point_for(dtype, data.draw(zero_points)), data.draw(zero_points))
+        start, size = data.draw(box_of(shape, keep_last=False))
         tosa_reference.assert_every_extraction_agrees(Saturated(g.output(slice_(g, r, start, size)), rescale))
