@@ -37,7 +37,7 @@ def test_a_sound_ruleset_passes():
 def test_a_wrong_law_is_caught():
     saturated = Saturated(twice_permuted(), wrong)
     assert saturated.fired("transpose-forget-inner") == 1
-    with pytest.raises(Unsound, match="extraction"):
+    with pytest.raises(Unsound, match="disagrees with its class"):
         saturated.assert_every_extraction_agrees()
 
 
