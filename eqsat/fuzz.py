@@ -36,9 +36,11 @@ from __future__ import annotations
 import contextlib
 import logging
 import math
+import multiprocessing
 import re
+import time
 import warnings
-from collections import Counter, defaultdict
+from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -503,8 +505,9 @@ def _step_reduce_sum(draw, g: _Drafting, k: int) -> int:
 
 def _step_reduce_extreme(op: str) -> Callable[..., int]:
     def step(draw, g: _Drafting, k: int) -> int:
+        """A max or min over a random axis, half the time the innermost one."""
         value = g.values[k]
-        axis = draw(st.integers(0, len(value.shape) - 1))
+        axis = len(value.shape) - 1 if draw(st.booleans()) else draw(st.integers(0, len(value.shape) - 1))
         return g.add_step(Step(op, (k,), (axis,)), _like(value, _reduced(value.shape, axis)))
 
     return step
@@ -565,26 +568,32 @@ def _step_concat_of_rescales(draw, g: _Drafting, k: int) -> int:
     return g.add_step(Step("concat_of_rescales", tuple(operands), attrs), _like(value, shape, out_zp))
 
 
-def _step_moved(draw, g: _Drafting, k: int) -> int:
-    """An op the *-through-* laws move data movement across (a RESCALE, half the time per channel; CLAMP;
-    TABLE; a rescaled ADD or MUL; PAD), then a transpose, slice or reshape of its result (of a PAD, half
-    the time a slice of the unpadded part)."""
+def _step_moved_rescale(draw, g: _Drafting, k: int) -> int:
+    """A RESCALE, three times in four per channel (with all scales 1 a quarter of those times), then a
+    transpose, slice or reshape of its result."""
     value = g.values[k]
-    producer = draw(st.sampled_from(["rescale", "clamp", "table", "add", "mul", "pad"]))
-    if producer == "rescale":
-        out_zp = draw(zero_points(value.dtype))
-        per_channel = value.shape[-1] > 1 and draw(st.booleans())
-        scale = tuple(draw(scales) for _ in range(value.shape[-1])) if per_channel else draw(scales)
-        produced = g.add_step(Step("rescale", (k,), (scale, value.zero_point, out_zp)), _like(value, value.shape, out_zp))
+    out_zp = value.zero_point if draw(st.booleans()) else draw(zero_points(value.dtype))
+    channels = value.shape[-1]
+    if channels > 1 and draw(st.integers(0, 3)) > 0:
+        scale = (1.0,) * channels if draw(st.integers(0, 3)) == 0 else tuple(draw(scales) for _ in range(channels))
     else:
-        produced = STEP_KINDS[producer](draw, g, k)
+        scale = draw(scales)
+    rescaled = g.add_step(Step("rescale", (k,), (scale, value.zero_point, out_zp)), _like(value, value.shape, out_zp))
+    return draw(st.sampled_from([_step_transpose, _step_slice, _step_reshape]))(draw, g, rescaled)
+
+
+def _step_moved(draw, g: _Drafting, k: int) -> int:
+    """An op the *-through-* laws move data movement across (CLAMP, TABLE, a rescaled ADD or MUL, PAD), then a
+    transpose, slice or reshape of its result (of a PAD, half the time a slice of the unpadded part)."""
+    value = g.values[k]
+    producer = draw(st.sampled_from(["clamp", "table", "add", "mul", "pad"]))
+    produced = STEP_KINDS[producer](draw, g, k)
     if producer == "pad" and 0 not in value.shape and draw(st.booleans()):
         padding = g.steps[-1][0].attrs[0]
         start = tuple(draw(st.integers(padding[2 * i], padding[2 * i] + d - 1)) for i, d in enumerate(value.shape))
         size = tuple(draw(st.integers(1, padding[2 * i] + d - b)) for i, (d, b) in enumerate(zip(value.shape, start)))
         return g.add_step(Step("slice", (produced,), (start, size)), _like(g.values[produced], size))
-    mover = draw(st.sampled_from([_step_transpose, _step_slice, _step_reshape]))
-    return mover(draw, g, produced)
+    return draw(st.sampled_from([_step_transpose, _step_slice, _step_reshape]))(draw, g, produced)
 
 
 def _step_sliced_table(draw, g: _Drafting, k: int) -> int:
@@ -675,6 +684,7 @@ STEP_KINDS: dict[str, Callable[..., int]] = {
     "rescale_pair": _step_rescale_pair,
     "concat_of_rescales": _step_concat_of_rescales,
     "moved": _step_moved,
+    "moved-rescale": _step_moved_rescale,
     "sliced-table": _step_sliced_table,
     "sliced-concat": _step_sliced_concat,
     "split-concat": _step_split_concat,
@@ -809,10 +819,12 @@ class FuzzFailure(AssertionError):
     """A generated graph that the optimizer got wrong (message: what, and a reproducer)."""
 
 
-def assert_optimizes_exactly(specs: list[GraphSpec], target: str = "ethos-u55-128", seen: FuzzRun | None = None) -> None:
-    """Check every e-node of each spec's saturated e-graph (check_every_enode), then optimize the batch in
-    one optimizer run (the run's fixed cost dominates small graphs) and compare it bit for bit.
-    seen: a run that counts the graphs, e-nodes and the laws fired in each graph.
+def assert_optimizes_exactly(
+    specs: list[GraphSpec], target: str = "ethos-u55-128", seen: FuzzRun | None = None, every_enode: bool = True
+) -> None:
+    """Check every e-node of each spec's saturated e-graph (check_every_enode, unless every_enode is False),
+    then optimize the batch in one optimizer run (the run's fixed cost dominates small graphs) and compare
+    it bit for bit. seen: a run that counts the graphs, e-nodes and the laws fired in each graph.
 
     On a failure, each spec is checked alone, so the reproducer is the one
     failing graph (or the whole batch if only the batch fails), without the
@@ -824,6 +836,8 @@ def assert_optimizes_exactly(specs: list[GraphSpec], target: str = "ethos-u55-12
         if spec.has_zero_size():
             if (problem := check(spec, target)) is not None:
                 _fail(problem, spec, target)
+            continue
+        if not every_enode:
             continue
         try:
             checked = check_every_enode(spec)
@@ -853,6 +867,9 @@ def _fail(problem: str, culprit: GraphSpec, target: str) -> None:
 
 BATCH = 10
 """Graphs per optimizer run."""
+
+LAW_SHARE = 0.01
+"""The share of the graphs of each dtype that every law must fire in (a law of one dtype: of that dtype's)."""
 
 
 def batches(size: int = BATCH, zero_size: bool = False) -> st.SearchStrategy[list[GraphSpec]]:
@@ -893,7 +910,7 @@ class FuzzRun:
     failing_batches: int = 0
     failures: list[str] = field(default_factory=list)
     graphs_by_dtype: Counter = field(default_factory=Counter)
-    fired: dict[str, Counter] = field(default_factory=lambda: defaultdict(Counter))
+    fired: dict[str, Counter] = field(default_factory=dict)
     enodes: int = 0
     too_large: int = 0
 
@@ -901,16 +918,27 @@ class FuzzRun:
         dtype = spec.dtype_of(0)
         self.graphs_by_dtype[dtype] += 1
         for family in {law_family(name) for name, matches in checked.rules_fired.items() if matches}:
-            self.fired[family][dtype] += 1
+            self.fired.setdefault(family, Counter())[dtype] += 1
         self.enodes += checked.enodes
         self.too_large += checked.enodes == 0
+
+    def add(self, other: FuzzRun) -> None:
+        """Count other's graphs, failures and laws into this run (runs of several processes)."""
+        self.graphs += other.graphs
+        self.failing_batches += other.failing_batches
+        self.failures.extend(other.failures)
+        self.graphs_by_dtype.update(other.graphs_by_dtype)
+        for family, counts in other.fired.items():
+            self.fired.setdefault(family, Counter()).update(counts)
+        self.enodes += other.enodes
+        self.too_large += other.too_large
 
     def law_table(self) -> list[tuple[str, dict[str, float | None]]]:
         """Each law family with the share of graphs of each dtype it fired in (None: not a law of that dtype)."""
         families = sorted({law_family(name) for name in law_names()})
         return [
             (family, {
-                dtype: None if dtype_of_law(family) not in (None, dtype) else self.fired[family][dtype] / max(1, self.graphs_by_dtype[dtype])
+                dtype: None if dtype_of_law(family) not in (None, dtype) else self.fired.get(family, Counter())[dtype] / max(1, self.graphs_by_dtype[dtype])
                 for dtype in DTYPES
             })
             for family in families
@@ -938,10 +966,13 @@ def run(
     targets: tuple[str, ...] = TARGETS,
     batch: int = BATCH,
     progress: Callable[[FuzzRun], None] | None = None,
+    stop_at: float | None = None,
 ) -> FuzzRun:
-    """Check about n random graphs (zero-size ones included), `batch` per optimizer run, each batch for one of
-    targets; each distinct failure comes back shrunk to a minimal reproducer. progress is called with the
-    run so far after every batch, passing or failing."""
+    """Check about n random graphs (zero-size ones included), `batch` per optimizer run, each batch optimized
+    for every one of targets (every e-node is checked once per graph: saturation does not depend on the
+    target); each distinct failure comes back shrunk to a minimal reproducer. progress is called with the
+    run so far after every batch, passing or failing. stop_at: a time.time() after which batches drawn are
+    no longer checked (nor counted)."""
     result = FuzzRun()
 
     @settings(
@@ -953,11 +984,14 @@ def run(
         report_multiple_bugs=True,
     )
     @seed(seed_value)
-    @given(st.sampled_from(targets), batches(batch, zero_size=True))
-    def check_batch(target: str, specs: list[GraphSpec]) -> None:
+    @given(batches(batch, zero_size=True))
+    def check_batch(specs: list[GraphSpec]) -> None:
+        if stop_at is not None and time.time() > stop_at and not result.failing_batches:
+            return
         result.graphs += len(specs)
         try:
-            assert_optimizes_exactly(specs, target, seen=result)
+            for position, target in enumerate(targets):
+                assert_optimizes_exactly(specs, target, seen=result if position == 0 else None, every_enode=position == 0)
         except FuzzFailure:
             result.failing_batches += 1
             raise
@@ -972,3 +1006,39 @@ def run(
     except BaseExceptionGroup as group:
         result.failures.extend(str(failure) for failure in group.exceptions)
     return result
+
+
+def run_parallel(n: int, seed_value: int, targets: tuple[str, ...], jobs: int, stop_at: float | None = None, quiet: bool = False) -> FuzzRun:
+    """run() in `jobs` processes (spawned: a forked egglog or torch can hang), n / jobs graphs each under
+    seeds seed_value, seed_value + 1, ...; their counts added up. Each job prints its progress every
+    PROGRESS_EVERY graphs unless quiet."""
+    started = time.time()
+    arguments = [(math.ceil(n / jobs), seed_value + job, targets, stop_at, None if quiet else (job, jobs, started)) for job in range(jobs)]
+    if jobs == 1:
+        return _run_job(*arguments[0])
+    with multiprocessing.get_context("spawn").Pool(jobs) as pool:
+        parts = pool.starmap(_run_job, arguments)
+    total = FuzzRun()
+    for part in parts:
+        total.add(part)
+    return total
+
+
+PROGRESS_EVERY = 500
+"""Graphs between two progress lines of a job."""
+
+
+def _run_job(n: int, seed_value: int, targets: tuple[str, ...], stop_at: float | None, announce: tuple[int, int, float] | None) -> FuzzRun:
+    """One job of run_parallel; announce: (job number, jobs, start time) to print progress, or None."""
+    reported = 0
+
+    def progress(done: FuzzRun) -> None:
+        nonlocal reported
+        if announce is not None and (done.graphs % PROGRESS_EVERY < BATCH or (reported == 0 and done.failing_batches > 0)):
+            job, jobs, started = announce
+            failing = f", {done.failing_batches} failing batch(es): shrinking" if done.failing_batches else ""
+            where = f" (job {job} of {jobs})" if jobs > 1 else ""
+            print(f"eqsat fuzz{where}: {done.graphs} graphs checked{failing}, {time.time() - started:.0f} s", flush=True)
+            reported = done.failing_batches
+
+    return run(n, seed_value, targets, progress=progress, stop_at=stop_at)
