@@ -6,29 +6,38 @@ pipeline (pure TOSA dialect, rescales inserted, int8 or int16 with zero points).
 
 Overview:
 - `graph_specs()` is a hypothesis strategy for `GraphSpec`: a straight-line
-  int8 or int16 program of TRANSPOSE, CONCAT, SLICE, RESHAPE, PAD, RESCALE
-  (per tensor or per channel), CLAMP, REVERSE (an op the bridge does not
-  model), TABLE (int8, or int16 interpolated into int32 and rescaled back),
-  rescaled ADD and SUB (to int32, the op, back; with broadcasting) and
-  REDUCE_SUM (the same way), REDUCE_MAX and REDUCE_MIN, over inputs of rank
-  1 to 6 with dims of 1 to MAX_DIM (and, when asked, a zero-size dim, which
-  the optimizer must refuse). Every value carries its zero point, and the
-  "ReLU'd tensor concatenated with a signed tensor under a shared zero point"
-  shape (CLAMP(x, zp, max) ++ y) is one of the steps.
+  int8 or int16 program of TRANSPOSE, CONCAT (one input or more), SLICE,
+  RESHAPE, PAD, RESCALE (per tensor or per channel), CLAMP, REVERSE (an op
+  the bridge does not model), TABLE (int8, or int16 interpolated into int32
+  and rescaled back), rescaled ADD, SUB and MUL (to int32, the op, back; with
+  broadcasting, scalars included) and REDUCE_SUM (the same way), REDUCE_MAX
+  and REDUCE_MIN, over inputs of rank 1 to 6 with dims of 1 to MAX_DIM (and,
+  when asked, a zero-size dim, which the optimizer must refuse). Every value
+  carries its zero point. Some steps are aimed at laws that random programs
+  rarely reach: RESCALE->RESCALE through int32 with parameters on both sides
+  of the fusion guards, concats of equally rescaled values, data movement
+  after a (per-channel) RESCALE, CLAMP, TABLE, PAD or a binary op, slices
+  of concats across an input boundary, adjacent slices concatenated back,
+  DenseNet's growing concats, and the "ReLU'd tensor concatenated with a
+  signed tensor under a shared zero point" shape (CLAMP(x, zp, max) ++ y).
+  A step reads the latest value half the time, so such chains are common.
 - `GraphSpec.build()` writes a spec as an FX graph in TOSA dialect, with
   FakeTensor `val` meta like the Arm pipeline's.
 - `evaluate()` (`eqsat.ops.reference`) runs such a graph exactly, each op
   as its registry file specifies it: RESCALE as the TOSA specification
   defines it (the multiplier and shift that the Arm backend serializes, an
   int64 multiply, one rounding shift, zero points, saturation, REQUIREs
-  and ERROR_IFs checked), data movement, TABLE, ADD, SUB, CLAMP and the reductions on
-  integers.
-- `check()` optimizes a spec's graph for a target and compares both graphs'
-  outputs bit for bit; `run()` checks many specs under hypothesis, each batch
-  for one of the targets, which shrinks every failure to a minimal
-  reproducer, printed as Python by `GraphSpec.to_python()`.
-
-Future work: MUL steps.
+  and ERROR_IFs checked), data movement, TABLE, ADD, SUB, MUL, CLAMP and the
+  reductions on integers. Inputs aim half their elements at each dtype's
+  extremes and the values next to each zero point (`soundness.random_inputs`).
+- `check_every_enode()` saturates a spec's graph with the pass's rules and
+  checks every e-node of the e-graph against its e-class's value
+  (`soundness.check_every_enode`), and counts the laws that fired.
+- `check()` does that, then optimizes a spec's graph for a target and compares
+  both graphs' outputs bit for bit; `run()` checks many specs under hypothesis,
+  each batch for every target, which shrinks every failure to a minimal
+  reproducer, printed as Python by `GraphSpec.to_python()`, and reports per
+  law in how many graphs of each dtype it fired (`FuzzRun.markdown()`).
 """
 
 from __future__ import annotations
@@ -81,13 +90,14 @@ class Step:
     ops and attributes:
     transpose (perm,), concat (axis,), slice (start, size), reshape (shape,),
     pad (padding, value), clamp (low, high), reverse (axis,), table (seed,),
-    rescale (scale, in_zp, out_zp), add and sub (scale_a, scale_b, scale_out, zp_a, zp_b, zp_out),
+    rescale (scale, in_zp, out_zp), add, sub and mul (scale_a, scale_b, scale_out, zp_a, zp_b, zp_out),
+    rescale_pair (wide_scale, scale, in_zp, out_zp), concat_of_rescales (axis, scales, in_zp, out_zp),
     reduce_sum (axis, scale_in, scale_out, zp_in, zp_out), reduce_max (axis,), reduce_min (axis,).
 
     A scale is a float (per tensor) or a tuple of floats (per channel: one per
     index of the last axis). Every step's result has its first operand's dtype
-    (int8 or int16). add, sub and reduce_sum compute on int32 between RESCALEs,
-    as the Arm backend lowers them; an int16 table looks up a 513-entry int16
+    (int8 or int16). add, sub, mul and reduce_sum compute on int32 between RESCALEs,
+    as the Arm backend lowers them, and rescale_pair goes through int32; an int16 table looks up a 513-entry int16
     table into int32 (TOSA's interpolating TABLE) and rescales by 2^-7 back to int16.
     """
 
