@@ -152,8 +152,10 @@ def test_a_wrong_optimizer_is_caught_and_reported_with_a_reproducer(monkeypatch)
 
 
 def test_run_shrinks_a_failure_to_a_minimal_reproducer(monkeypatch):
+    """(The e-nodes are not checked here: every shrinking step would saturate again.)"""
     monkeypatch.setattr(fuzz.pipeline, "optimize", _permuting_optimizer)
-    result = fuzz.run(20, seed_value=4, batch=1)
+    monkeypatch.setattr(fuzz, "check_every_enode", lambda spec, trials=2: fuzz.EnodeCheck({}, 0))
+    result = fuzz.run(60, seed_value=1, batch=1)
     assert len(result.failures) == 1
     reproducer = result.failures[0].split("reproducer:\n")[1].split("original graph:")[0]
     assert reproducer.count("Step(") == 1 and "Step('transpose'" in reproducer
