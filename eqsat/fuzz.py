@@ -621,7 +621,7 @@ def _step_sliced_concat(draw, g: _Drafting, k: int) -> int:
     size = sum(extents)
     shape = tuple(size if d == axis else s for d, s in enumerate(value.shape))
     concat = g.add_step(Step("concat", tuple(operands), (axis,)), _like(value, shape))
-    if 0 in shape or draw(st.integers(0, 3)) == 0:
+    if 0 in shape or 0 in extents or draw(st.integers(0, 3)) == 0:  # an empty input has no element to start in
         return _step_slice(draw, g, concat)
     first = draw(st.integers(0, len(operands) - 2))
     boundary = sum(extents[: first + 1])
