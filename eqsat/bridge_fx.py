@@ -20,6 +20,7 @@ was given: TOSA dialect after `ExirToTosaPass`, edge ATen before it.
 
 from __future__ import annotations
 
+import itertools
 import os
 import tempfile
 from collections import defaultdict
@@ -569,3 +570,45 @@ def to_fx(
     if checkpoint is not None:
         checkpoint()
     return emitter.finish()
+
+
+@dataclass
+class WrittenEnode:
+    """One e-node written alone (`write_every_enode`): its e-class and term, the FX nodes computing it in
+    order (its result last), and the e-classes whose stand-ins they read."""
+
+    eclass: str
+    term: Term
+    nodes: list[fx.Node]
+    reads: list[str]
+
+
+def write_every_enode(
+    loaded: Loaded, candidates: dict[str, list[Term]], class_of_node: list[str], types: dict[str, TensorType]
+) -> tuple[dict[fx.Node, str], list[WrittenEnode]]:
+    """Every e-node of a saturated e-graph written as write-back writes it, each on its own, reading
+    one placeholder per e-class that stands in for that class's value (for eqsat.soundness, which runs
+    each e-node on its operands' values). Returns the e-class of each stand-in and the written e-nodes."""
+    emitter = _Emitter(loaded, {}, class_of_node, types=types)
+    stand_in: dict[fx.Node, str] = {}
+    first_node = {c: loaded.nodes[i] for i, c in reversed(list(enumerate(class_of_node)))}
+    for eclass in dict.fromkeys([*candidates, *class_of_node]):
+        node = emitter.graph.placeholder(f"class_{eclass.replace('-', '_')}")
+        if eclass in types and types[eclass].dtype is not None and emitter.fake is not None:
+            emitter._set_val(node, types[eclass])
+        elif eclass in first_node and "val" in first_node[eclass].meta:
+            node.meta["val"] = first_node[eclass].meta["val"]
+        emitter.emitted[eclass] = node
+        stand_in[node] = eclass
+    written = []
+    for eclass, eclass_terms in candidates.items():
+        for term in eclass_terms:
+            before = len(emitter.graph.nodes)
+            result = emitter._emit_one(eclass, term)
+            new = itertools.islice(reversed(emitter.graph.nodes), len(emitter.graph.nodes) - before)
+            nodes = list(new)[::-1]
+            if not nodes or nodes[-1] is not result:  # an emitter may return an operand as it is
+                nodes.append(result)
+            reads = [stand_in[n] for node in nodes for n in [node, *node.all_input_nodes] if n in stand_in]
+            written.append(WrittenEnode(eclass, term, nodes, list(dict.fromkeys(reads))))
+    return stand_in, written

@@ -122,19 +122,30 @@ def _fuzz(arguments: argparse.Namespace) -> int:
     from eqsat import fuzz
 
     started = time.monotonic()
-    failing_reported = 0  # the first failing batch is announced at once: the failure itself prints after shrinking
-
-    def progress(run: fuzz.FuzzRun) -> None:
-        nonlocal failing_reported
-        if run.graphs % 500 < fuzz.BATCH or (failing_reported == 0 and run.failing_batches > 0):
-            failing = f", {run.failing_batches} failing batch(es): shrinking" if run.failing_batches else ""
-            print(f"eqsat fuzz: {run.graphs} graphs checked{failing}, {time.monotonic() - started:.0f} s", flush=True)
-            failing_reported = run.failing_batches
-
-    result = fuzz.run(arguments.n, arguments.seed, tuple(arguments.target or fuzz.TARGETS), progress=progress)
+    targets = tuple(arguments.target or fuzz.TARGETS)
+    stop_at = None if arguments.seconds is None else time.time() + arguments.seconds
+    result = fuzz.run_parallel(arguments.n, arguments.seed, targets, arguments.jobs, stop_at=stop_at)
+    seconds = time.monotonic() - started
     for failure in result.failures:
         print(f"MISMATCH\n{failure}\n")
-    print(f"eqsat fuzz: {result.graphs} graphs checked (shrinking included), {len(result.failures)} failure(s)")
+    print(f"eqsat fuzz: {result.graphs} graphs checked (shrinking included), {len(result.failures)} failure(s), {seconds:.0f} s")
+    print(result.markdown())
+    unreached = result.unreached(fuzz.LAW_SHARE)
+    if unreached:
+        print(f"laws that fired in less than {fuzz.LAW_SHARE:.0%} of the graphs of a dtype: {', '.join(unreached)}")
+    if arguments.markdown is not None:
+        command = "python -m eqsat.cli fuzz " + " ".join(sys.argv[sys.argv.index("fuzz") + 1 :]) if "fuzz" in sys.argv else "eqsat fuzz"
+        with open(arguments.markdown, "a") as out:
+            out.write(
+                f"\n## {result.graphs} graphs, each optimized for {' and '.join(targets)}, seed {arguments.seed}"
+                f"{f' (jobs: seeds {arguments.seed}..{arguments.seed + arguments.jobs - 1})' if arguments.jobs > 1 else ''}\n\n"
+                f"    {command}\n\n"
+                f"Mismatches: {len(result.failures)}. Wall time: {seconds / 60:.0f} min {seconds % 60:.0f} s"
+                f"{f' (stopped at the --seconds limit: fewer graphs than --n {arguments.n})' if result.graphs < arguments.n else ''}.\n"
+                f"Laws under {fuzz.LAW_SHARE:.0%} of the graphs of a dtype: {', '.join(f'`{u}`' for u in unreached) or 'none'}.\n\n"
+                f"{result.markdown()}\n"
+            )
+        print(f"  appended the table to {arguments.markdown}")
     return 1 if result.failures else 0
 
 
@@ -238,8 +249,11 @@ def parser() -> argparse.ArgumentParser:
         action="append",
         choices=ACCELERATORS,
         metavar="TARGET",
-        help="optimize for this target (repeatable; default: ethos-u55-128 and ethos-u85-256, one per batch)",
+        help="optimize for this target (repeatable; default: ethos-u55-128 and ethos-u85-256; each graph for every one)",
     )
+    fuzz_command.add_argument("--jobs", type=int, default=1, help="processes, seeds SEED, SEED + 1, ... (default: 1)")
+    fuzz_command.add_argument("--seconds", type=float, default=None, help="stop drawing new graphs after this long (default: no limit)")
+    fuzz_command.add_argument("--markdown", default=None, metavar="PATH", help="append the per-law table, command line and seed to this file")
     fuzz_command.set_defaults(handler=_fuzz)
     targets_command = commands.add_parser(
         "targets",

@@ -6,29 +6,38 @@ pipeline (pure TOSA dialect, rescales inserted, int8 or int16 with zero points).
 
 Overview:
 - `graph_specs()` is a hypothesis strategy for `GraphSpec`: a straight-line
-  int8 or int16 program of TRANSPOSE, CONCAT, SLICE, RESHAPE, PAD, RESCALE
-  (per tensor or per channel), CLAMP, REVERSE (an op the bridge does not
-  model), TABLE (int8, or int16 interpolated into int32 and rescaled back),
-  rescaled ADD and SUB (to int32, the op, back; with broadcasting) and
-  REDUCE_SUM (the same way), REDUCE_MAX and REDUCE_MIN, over inputs of rank
-  1 to 6 with dims of 1 to MAX_DIM (and, when asked, a zero-size dim, which
-  the optimizer must refuse). Every value carries its zero point, and the
-  "ReLU'd tensor concatenated with a signed tensor under a shared zero point"
-  shape (CLAMP(x, zp, max) ++ y) is one of the steps.
+  int8 or int16 program of TRANSPOSE, CONCAT (one input or more), SLICE,
+  RESHAPE, PAD, RESCALE (per tensor or per channel), CLAMP, REVERSE (an op
+  the bridge does not model), TABLE (int8, or int16 interpolated into int32
+  and rescaled back), rescaled ADD, SUB and MUL (to int32, the op, back; with
+  broadcasting, scalars included) and REDUCE_SUM (the same way), REDUCE_MAX
+  and REDUCE_MIN, over inputs of rank 1 to 6 with dims of 1 to MAX_DIM (and,
+  when asked, a zero-size dim, which the optimizer must refuse). Every value
+  carries its zero point. Some steps are aimed at laws that random programs
+  rarely reach: RESCALE->RESCALE through int32 with parameters on both sides
+  of the fusion guards, concats of equally rescaled values, data movement
+  after a (per-channel) RESCALE, CLAMP, TABLE, PAD or a binary op, slices
+  of concats across an input boundary, adjacent slices concatenated back,
+  DenseNet's growing concats, and the "ReLU'd tensor concatenated with a
+  signed tensor under a shared zero point" shape (CLAMP(x, zp, max) ++ y).
+  A step reads the latest value half the time, so such chains are common.
 - `GraphSpec.build()` writes a spec as an FX graph in TOSA dialect, with
   FakeTensor `val` meta like the Arm pipeline's.
 - `evaluate()` (`eqsat.ops.reference`) runs such a graph exactly, each op
   as its registry file specifies it: RESCALE as the TOSA specification
   defines it (the multiplier and shift that the Arm backend serializes, an
   int64 multiply, one rounding shift, zero points, saturation, REQUIREs
-  and ERROR_IFs checked), data movement, TABLE, ADD, SUB, CLAMP and the reductions on
-  integers.
-- `check()` optimizes a spec's graph for a target and compares both graphs'
-  outputs bit for bit; `run()` checks many specs under hypothesis, each batch
-  for one of the targets, which shrinks every failure to a minimal
-  reproducer, printed as Python by `GraphSpec.to_python()`.
-
-Future work: MUL steps.
+  and ERROR_IFs checked), data movement, TABLE, ADD, SUB, MUL, CLAMP and the
+  reductions on integers. Inputs aim half their elements at each dtype's
+  extremes and the values next to each zero point (`soundness.random_inputs`).
+- `check_every_enode()` saturates a spec's graph with the pass's rules and
+  checks every e-node of the e-graph against its e-class's value
+  (`soundness.check_every_enode`), and counts the laws that fired.
+- `check()` does that, then optimizes a spec's graph for a target and compares
+  both graphs' outputs bit for bit; `run()` checks many specs under hypothesis,
+  each batch for every target, which shrinks every failure to a minimal
+  reproducer, printed as Python by `GraphSpec.to_python()`, and reports per
+  law in how many graphs of each dtype it fired (`FuzzRun.markdown()`).
 """
 
 from __future__ import annotations
@@ -36,7 +45,11 @@ from __future__ import annotations
 import contextlib
 import logging
 import math
+import multiprocessing
+import re
+import time
 import warnings
+from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -47,12 +60,13 @@ from hypothesis import HealthCheck, Phase, given, seed, settings
 from hypothesis import strategies as st
 from torch import fx
 
-from eqsat import pipeline
+from eqsat import pipeline, rules, soundness
 from eqsat.bridge_fx import ZERO_SIZE_REFUSAL
 from eqsat.graph_builder import GraphBuilder
 from eqsat.ir import MAX_RANK
 from eqsat.ops.nodes import TOSA
 from eqsat.ops.reference import evaluate
+from eqsat.rules import _program
 
 TOSA_SPEC = TosaSpecification.create_from_string("TOSA-1.0+INT+int16")
 """The TOSA profile fuzzed graphs are built in: integer, with the int16 extension that both Ethos-U targets have."""
@@ -76,13 +90,14 @@ class Step:
     ops and attributes:
     transpose (perm,), concat (axis,), slice (start, size), reshape (shape,),
     pad (padding, value), clamp (low, high), reverse (axis,), table (seed,),
-    rescale (scale, in_zp, out_zp), add and sub (scale_a, scale_b, scale_out, zp_a, zp_b, zp_out),
+    rescale (scale, in_zp, out_zp), add, sub and mul (scale_a, scale_b, scale_out, zp_a, zp_b, zp_out),
+    rescale_pair (wide_scale, scale, in_zp, out_zp), concat_of_rescales (axis, scales, in_zp, out_zp),
     reduce_sum (axis, scale_in, scale_out, zp_in, zp_out), reduce_max (axis,), reduce_min (axis,).
 
     A scale is a float (per tensor) or a tuple of floats (per channel: one per
     index of the last axis). Every step's result has its first operand's dtype
-    (int8 or int16). add, sub and reduce_sum compute on int32 between RESCALEs,
-    as the Arm backend lowers them; an int16 table looks up a 513-entry int16
+    (int8 or int16). add, sub, mul and reduce_sum compute on int32 between RESCALEs,
+    as the Arm backend lowers them, and rescale_pair goes through int32; an int16 table looks up a 513-entry int16
     table into int32 (TOSA's interpolating TABLE) and rescales by 2^-7 back to int16.
     """
 
@@ -232,6 +247,17 @@ def _build_rescale(b: GraphBuilder, xs: list[fx.Node], scale, in_zp: int, out_zp
     return _rescale(b, xs[0], _dtype(xs[0]), scale, in_zp, out_zp)
 
 
+def _build_rescale_pair(b: GraphBuilder, xs: list[fx.Node], wide_scale: float, scale, in_zp: int, out_zp: int) -> fx.Node:
+    """RESCALE to int32 by wide_scale, then back to the operand's dtype by scale (per tensor or per channel)."""
+    wide = _rescale(b, xs[0], torch.int32, wide_scale, in_zp, 0)
+    return _rescale(b, wide, _dtype(xs[0]), scale, 0, out_zp)
+
+
+def _build_concat_of_rescales(b: GraphBuilder, xs: list[fx.Node], axis: int, scales: tuple, in_zp: int, out_zp: int) -> fx.Node:
+    """CONCAT of the operands, each rescaled by its own entry of scales (all equal, mostly: see _step_concat_of_rescales)."""
+    return b.call(TOSA.CONCAT.default, [_rescale(b, x, _dtype(x), scale, in_zp, out_zp) for x, scale in zip(xs, scales)], axis=axis)
+
+
 _BUILDERS: dict[str, Callable[..., fx.Node]] = {
     "transpose": lambda b, xs, perm: b.call(TOSA.TRANSPOSE.default, xs[0], list(perm)),
     "concat": lambda b, xs, axis: b.call(TOSA.CONCAT.default, xs, axis=axis),
@@ -244,6 +270,9 @@ _BUILDERS: dict[str, Callable[..., fx.Node]] = {
     "table": _build_table,
     "add": _build_binary(TOSA.ADD.default),
     "sub": _build_binary(TOSA.SUB.default),
+    "mul": _build_binary(TOSA.MUL.default),
+    "rescale_pair": _build_rescale_pair,
+    "concat_of_rescales": _build_concat_of_rescales,
     "reduce_sum": _build_reduce_sum,
     "reduce_max": lambda b, xs, axis: b.call(TOSA.REDUCE_MAX.default, xs[0], axis=axis),
     "reduce_min": lambda b, xs, axis: b.call(TOSA.REDUCE_MIN.default, xs[0], axis=axis),
@@ -303,9 +332,10 @@ scales = st.sampled_from([0.25, 0.5, 0.75, 1.0, 1.0 / 3.0, 1.5, 2.0, 0.0078125, 
 
 
 def _scale(draw, channels: int) -> float | tuple[float, ...]:
-    """A per-tensor scale, or (half the time, with at least one channel) one scale per channel."""
+    """A per-tensor scale, or (half the time, with at least one channel) one scale per channel: drawn
+    independently, or all exactly 1 (what per-channel-rescale-identity needs)."""
     if channels >= 1 and draw(st.booleans()):
-        return tuple(draw(scales) for _ in range(channels))
+        return (1.0,) * channels if draw(st.integers(0, 3)) == 0 else tuple(draw(scales) for _ in range(channels))
     return draw(scales)
 
 
@@ -339,17 +369,21 @@ def _like(value: _Value, shape: tuple[int, ...], zero_point: int | None = None) 
 
 
 def _step_transpose(draw, g: _Drafting, k: int) -> int:
+    """A random permutation; half the time one that keeps the last axis last (a per-channel rescale can cross it)."""
     shape = g.values[k].shape
-    perm = tuple(draw(st.permutations(range(len(shape)))))
+    if draw(st.booleans()):
+        perm = (*draw(st.permutations(range(len(shape) - 1))), len(shape) - 1)
+    else:
+        perm = tuple(draw(st.permutations(range(len(shape)))))
     return g.add_step(Step("transpose", (k,), (perm,)), _like(g.values[k], tuple(shape[p] for p in perm)))
 
 
-def _step_concat(draw, g: _Drafting, k: int, part: int | None = None) -> int:
-    """k ++ (parts that fit: k itself, other values, or new inputs) along a random axis, all under k's zero point."""
+def _concat_parts(draw, g: _Drafting, k: int, axis: int, operands: list[int]) -> list[int]:
+    """operands, then up to two more values that fit a concat of k along axis (k itself, other values of its
+    dtype and zero point, or new inputs)."""
     value = g.values[k]
-    axis = draw(st.integers(0, len(value.shape) - 1))
-    operands = [k] if part is None else [k, part]
-    for _ in range(draw(st.integers(0 if part is not None else 1, 2))):
+    operands = list(operands)
+    for _ in range(draw(st.integers(0, 2))):  # no other part: a one-input concat (concat-single)
         fits = [
             j for j, v in enumerate(g.values)
             if v.zero_point == value.zero_point and v.dtype == value.dtype and len(v.shape) == len(value.shape)
@@ -360,23 +394,43 @@ def _step_concat(draw, g: _Drafting, k: int, part: int | None = None) -> int:
         else:
             shape = tuple(draw(st.integers(1, MAX_DIM)) if d == axis else s for d, s in enumerate(value.shape))
             operands.append(g.add_input(shape, value.zero_point, value.dtype))
+    return operands
+
+
+def _step_concat(draw, g: _Drafting, k: int, part: int | None = None) -> int:
+    """k ++ (parts that fit: k itself, other values, or new inputs) along a random axis, all under k's zero point."""
+    value = g.values[k]
+    axis = draw(st.integers(0, len(value.shape) - 1))
+    operands = _concat_parts(draw, g, k, axis, [k] if part is None else [k, part])
     size = sum(g.values[j].shape[axis] for j in operands)
     return g.add_step(Step("concat", tuple(operands), (axis,)), _like(value, tuple(size if d == axis else s for d, s in enumerate(value.shape))))
 
 
 def _step_slice(draw, g: _Drafting, k: int) -> int:
-    """A random box (none of a zero-size value: TOSA SLICE REQUIREs start < dim)."""
+    """A random box (none of a zero-size value: TOSA SLICE REQUIREs start < dim); a third of the time one that
+    keeps the whole last axis, a third one that cuts only the last axis (a per-channel rescale's channels)."""
     shape = g.values[k].shape
     if 0 in shape:
         return k
-    start = tuple(draw(st.integers(0, d - 1)) for d in shape)
-    size = tuple(draw(st.integers(1, d - s)) for d, s in zip(shape, start))
-    return g.add_step(Step("slice", (k,), (start, size)), _like(g.values[k], size))
+    start = [draw(st.integers(0, d - 1)) for d in shape]
+    size = [draw(st.integers(1, d - s)) for d, s in zip(shape, start)]
+    form = draw(st.sampled_from(["any", "keeps channels", "cuts channels"]))
+    if form == "keeps channels":
+        start[-1], size[-1] = 0, shape[-1]
+    elif form == "cuts channels":
+        start[:-1], size[:-1] = [0] * (len(shape) - 1), list(shape[:-1])
+    return g.add_step(Step("slice", (k,), (tuple(start), tuple(size))), _like(g.values[k], tuple(size)))
 
 
 def _step_reshape(draw, g: _Drafting, k: int) -> int:
-    shape = draw(_factorization(math.prod(g.values[k].shape)))
-    return g.add_step(Step("reshape", (k,), (shape,)), _like(g.values[k], shape))
+    """A random shape of as many elements; half the time one that keeps the last dim (and leading dims of 1)."""
+    shape = g.values[k].shape
+    if shape and shape[-1] > 0 and draw(st.booleans()):
+        leading = draw(_factorization(math.prod(shape[:-1])))[: MAX_RANK - 1]
+        new = (*leading, shape[-1]) if math.prod(leading) == math.prod(shape[:-1]) else (math.prod(shape[:-1]), shape[-1])
+    else:
+        new = draw(_factorization(math.prod(shape)))
+    return g.add_step(Step("reshape", (k,), (new,)), _like(g.values[k], new))
 
 
 def _step_pad(draw, g: _Drafting, k: int) -> int:
@@ -387,8 +441,9 @@ def _step_pad(draw, g: _Drafting, k: int) -> int:
 
 
 def _step_rescale(draw, g: _Drafting, k: int) -> int:
+    """A RESCALE keeping the dtype; half the time the zero point too (with a scale of 1: an identity)."""
     value = g.values[k]
-    out_zp = draw(zero_points(value.dtype))
+    out_zp = value.zero_point if draw(st.booleans()) else draw(zero_points(value.dtype))
     scale = _scale(draw, value.shape[-1])
     return g.add_step(Step("rescale", (k,), (scale, value.zero_point, out_zp)), _like(value, value.shape, out_zp))
 
@@ -416,22 +471,30 @@ def _broadcast(a: tuple[int, ...], b: tuple[int, ...]) -> tuple[int, ...]:
     return tuple(y if x == 1 else x for x, y in zip(a, b))
 
 
+MUL_SCALES = {"int8": scales, "int16": st.sampled_from([0.25, 0.125, 0.0078125])}
+"""The scales of a MUL's operands to int32: an int16 one at most 2^-2, so that the product of two stays below 2^28
+(TOSA MUL REQUIREs that it fits int32, and the RESCALE back that it is below 2^(shift - 1) for a scale up to 2)."""
+
+
 def _step_binary(op: str) -> Callable[..., int]:
     def step(draw, g: _Drafting, k: int) -> int:
-        """k op other, where other is a value of k's shape and dtype or a new input broadcast along some dims."""
+        """k op other, where other is a value of k's shape and dtype or a new input broadcast along some
+        dims (a third of the time along all: a scalar); operands may be swapped."""
         value = g.values[k]
         same = [j for j, v in enumerate(g.values) if v.shape == value.shape and v.dtype == value.dtype]
-        if draw(st.booleans()):
+        form = draw(st.sampled_from(["same", "broadcast", "scalar"]))
+        if form == "same":
             other = draw(st.sampled_from(same))
         else:
-            shape = tuple(1 if draw(st.booleans()) else d for d in value.shape)
+            shape = tuple(1 if form == "scalar" or draw(st.booleans()) else d for d in value.shape)
             other = g.add_input(shape, draw(zero_points(value.dtype)), value.dtype)
         if draw(st.booleans()):
             k, other = other, k
         a, b = g.values[k], g.values[other]
         out = _broadcast(a.shape, b.shape)
         zp_out = draw(zero_points(value.dtype))
-        attrs = (draw(scales), draw(scales), _scale(draw, out[-1]), a.zero_point, b.zero_point, zp_out)
+        operand_scales = MUL_SCALES[value.dtype] if op == "mul" else scales
+        attrs = (draw(operand_scales), draw(operand_scales), _scale(draw, out[-1]), a.zero_point, b.zero_point, zp_out)
         return g.add_step(Step(op, (k, other), attrs), _like(value, out, zp_out))
 
     return step
@@ -452,8 +515,9 @@ def _step_reduce_sum(draw, g: _Drafting, k: int) -> int:
 
 def _step_reduce_extreme(op: str) -> Callable[..., int]:
     def step(draw, g: _Drafting, k: int) -> int:
+        """A max or min over a random axis, half the time the innermost one."""
         value = g.values[k]
-        axis = draw(st.integers(0, len(value.shape) - 1))
+        axis = len(value.shape) - 1 if draw(st.booleans()) else draw(st.integers(0, len(value.shape) - 1))
         return g.add_step(Step(op, (k,), (axis,)), _like(value, _reduced(value.shape, axis)))
 
     return step
@@ -465,6 +529,149 @@ def _step_relu_concat(draw, g: _Drafting, k: int) -> int:
     relu = g.add_step(Step("clamp", (k,), (value.zero_point, _value_range(value.dtype)[1])), _like(value, value.shape))
     signed = g.add_input(value.shape, value.zero_point, value.dtype)
     return _step_concat(draw, g, relu, part=signed)
+
+
+MANTISSAS = (0.5, 0.75, 0.6180339887, 0.99)
+"""Mantissas of drawn scales: a scale mantissa * 2^e serializes to the multiplier mantissa * 2^31 and shift 31 - e."""
+
+
+def _with_shift(draw, shift: int) -> float:
+    """A scale whose scale32 shift is exactly shift."""
+    return math.ldexp(draw(st.sampled_from(MANTISSAS)), 31 - shift)
+
+
+def _step_rescale_pair(draw, g: _Drafting, k: int) -> int:
+    """RESCALE to int32 by 2^e (e >= 0; a quarter of the time 0.75 * 2^e, not a power of two), then back by a
+    scale per tensor or per channel with shift e + margin: drawn on both sides of fuses_exactly's guards
+    (e <= 15, margin >= 17) as far as the original graph stays legal. Both RESCALEs REQUIRE
+    -2^(shift - 1) <= value < 2^(shift - 1): |x - zp| <= 255 (int8) or -2^15 <= x < 2^15 (int16), times 2^e,
+    so int8 takes e up to 17 and margins from 9, int16 e up to 14 and margins from 16."""
+    value = g.values[k]
+    bits = 8 if value.dtype == "int8" else 15
+    exponent = draw(st.integers(0, 17 if value.dtype == "int8" else 14))
+    power_of_two = draw(st.integers(0, 3)) > 0
+    lowest = bits + 1 + (not power_of_two)
+    channels = value.shape[-1] if value.shape[-1] > 1 and draw(st.booleans()) else 1
+    margins = [draw(st.sampled_from(sorted({lowest, 12, 16, 17, 18, 20} - set(range(lowest))))) for _ in range(channels)]
+    second = tuple(_with_shift(draw, exponent + margin) for margin in margins)
+    scale = second if channels > 1 else second[0]
+    wide_scale = math.ldexp(1.0 if power_of_two else 0.75, exponent)
+    out_zp = draw(zero_points(value.dtype))
+    return g.add_step(Step("rescale_pair", (k,), (wide_scale, scale, value.zero_point, out_zp)), _like(value, value.shape, out_zp))
+
+
+def _step_concat_of_rescales(draw, g: _Drafting, k: int) -> int:
+    """A concat of values rescaled alike (a quarter of the time one part rescaled otherwise): per channel
+    only along another axis than the last."""
+    value = g.values[k]
+    axis = draw(st.integers(0, len(value.shape) - 1))
+    operands = _concat_parts(draw, g, k, axis, [k])
+    channels = value.shape[-1] if axis != len(value.shape) - 1 else 0
+    scale = _scale(draw, channels)
+    part_scales = [scale] * len(operands)
+    if len(operands) > 1 and draw(st.integers(0, 3)) == 0:
+        part_scales[draw(st.integers(0, len(operands) - 1))] = _scale(draw, channels)
+    out_zp = value.zero_point if draw(st.booleans()) else draw(zero_points(value.dtype))
+    size = sum(g.values[j].shape[axis] for j in operands)
+    shape = tuple(size if d == axis else s for d, s in enumerate(value.shape))
+    attrs = (axis, tuple(part_scales), value.zero_point, out_zp)
+    return g.add_step(Step("concat_of_rescales", tuple(operands), attrs), _like(value, shape, out_zp))
+
+
+def _step_moved_rescale(draw, g: _Drafting, k: int) -> int:
+    """A RESCALE, three times in four per channel (with all scales 1 a quarter of those times), then a
+    transpose, slice or reshape of its result."""
+    value = g.values[k]
+    out_zp = value.zero_point if draw(st.booleans()) else draw(zero_points(value.dtype))
+    channels = value.shape[-1]
+    if channels > 1 and draw(st.integers(0, 3)) > 0:
+        scale = (1.0,) * channels if draw(st.integers(0, 3)) == 0 else tuple(draw(scales) for _ in range(channels))
+    else:
+        scale = draw(scales)
+    rescaled = g.add_step(Step("rescale", (k,), (scale, value.zero_point, out_zp)), _like(value, value.shape, out_zp))
+    return draw(st.sampled_from([_step_transpose, _step_slice, _step_reshape]))(draw, g, rescaled)
+
+
+def _step_moved(draw, g: _Drafting, k: int) -> int:
+    """An op the *-through-* laws move data movement across (CLAMP, TABLE, a rescaled ADD or MUL, PAD), then a
+    transpose, slice or reshape of its result (of a PAD, half the time a slice of the unpadded part)."""
+    value = g.values[k]
+    producer = draw(st.sampled_from(["clamp", "table", "add", "mul", "pad"]))
+    produced = STEP_KINDS[producer](draw, g, k)
+    if producer == "pad" and 0 not in value.shape and draw(st.booleans()):
+        padding = g.steps[-1][0].attrs[0]
+        start = tuple(draw(st.integers(padding[2 * i], padding[2 * i] + d - 1)) for i, d in enumerate(value.shape))
+        size = tuple(draw(st.integers(1, padding[2 * i] + d - b)) for i, (d, b) in enumerate(zip(value.shape, start)))
+        return g.add_step(Step("slice", (produced,), (start, size)), _like(g.values[produced], size))
+    return draw(st.sampled_from([_step_transpose, _step_slice, _step_reshape]))(draw, g, produced)
+
+
+def _step_sliced_table(draw, g: _Drafting, k: int) -> int:
+    """A slice of a TABLE's result."""
+    return _step_slice(draw, g, _step_table(draw, g, k))
+
+
+def _step_sliced_concat(draw, g: _Drafting, k: int) -> int:
+    """A concat, then a slice along its axis that starts in one input and ends in a later one (or, a quarter
+    of the time, a random box)."""
+    value = g.values[k]
+    axis = draw(st.integers(0, len(value.shape) - 1))
+    operands = _concat_parts(draw, g, k, axis, [k, g.add_input(value.shape, value.zero_point, value.dtype)])
+    extents = [g.values[j].shape[axis] for j in operands]
+    size = sum(extents)
+    shape = tuple(size if d == axis else s for d, s in enumerate(value.shape))
+    concat = g.add_step(Step("concat", tuple(operands), (axis,)), _like(value, shape))
+    if 0 in shape or 0 in extents or draw(st.integers(0, 3)) == 0:  # an empty input has no element to start in
+        return _step_slice(draw, g, concat)
+    first = draw(st.integers(0, len(operands) - 2))
+    boundary = sum(extents[: first + 1])
+    begin = draw(st.integers(boundary - extents[first], boundary - 1))
+    end = draw(st.integers(boundary + 1, size))
+    start = tuple(begin if d == axis else 0 for d in range(len(shape)))
+    box = tuple(end - begin if d == axis else s for d, s in enumerate(shape))
+    return g.add_step(Step("slice", (concat,), (start, box)), _like(value, box))
+
+
+def _step_split_concat(draw, g: _Drafting, k: int) -> int:
+    """Slices of k that tile an axis, concatenated back along it: in order (adjacent slices), or, a quarter
+    of the time, with two pieces swapped; sometimes with another part after them."""
+    value = g.values[k]
+    axis = draw(st.integers(0, len(value.shape) - 1))
+    extent = value.shape[axis]
+    if 0 in value.shape or extent < 2:
+        return _step_concat(draw, g, k)
+    cuts = sorted(draw(st.sets(st.integers(1, extent - 1), min_size=1, max_size=min(3, extent - 1))))
+    bounds = list(zip([0, *cuts], [*cuts, extent]))
+    if draw(st.integers(0, 3)) == 0:
+        bounds[0], bounds[1] = bounds[1], bounds[0]
+    pieces = []
+    for begin, end in bounds:
+        start = tuple(begin if d == axis else 0 for d in range(len(value.shape)))
+        size = tuple(end - begin if d == axis else s for d, s in enumerate(value.shape))
+        pieces.append(g.add_step(Step("slice", (k,), (start, size)), _like(value, size)))
+    if draw(st.booleans()):
+        pieces = _concat_parts(draw, g, k, axis, pieces)
+    size = sum(g.values[j].shape[axis] for j in pieces)
+    return g.add_step(Step("concat", tuple(pieces), (axis,)), _like(value, tuple(size if d == axis else s for d, s in enumerate(value.shape))))
+
+
+def _step_growing_concat(draw, g: _Drafting, k: int) -> int:
+    """DenseNet's pattern: concat([k, y1]) and then concat([k, y1, y2]) along the same axis."""
+    value = g.values[k]
+    axis = draw(st.integers(0, len(value.shape) - 1))
+    parts = [k, g.add_input(value.shape, value.zero_point, value.dtype)]
+    for _ in range(2):
+        size = sum(g.values[j].shape[axis] for j in parts)
+        shape = tuple(size if d == axis else s for d, s in enumerate(value.shape))
+        grown = g.add_step(Step("concat", tuple(parts), (axis,)), _like(value, shape))
+        parts.append(g.add_input(value.shape, value.zero_point, value.dtype))
+    return grown
+
+
+def _step_transposed_binary(draw, g: _Drafting, k: int) -> int:
+    """A rescaled ADD, SUB or MUL (often with a broadcast scalar), then a transpose of its result."""
+    op = draw(st.sampled_from(["add", "sub", "mul"]))
+    return _step_transpose(draw, g, STEP_KINDS[op](draw, g, k))
 
 
 STEP_KINDS: dict[str, Callable[..., int]] = {
@@ -479,10 +686,20 @@ STEP_KINDS: dict[str, Callable[..., int]] = {
     "table": _step_table,
     "add": _step_binary("add"),
     "sub": _step_binary("sub"),
+    "mul": _step_binary("mul"),
     "reduce_sum": _step_reduce_sum,
     "reduce_max": _step_reduce_extreme("reduce_max"),
     "reduce_min": _step_reduce_extreme("reduce_min"),
     "relu-concat": _step_relu_concat,
+    "rescale_pair": _step_rescale_pair,
+    "concat_of_rescales": _step_concat_of_rescales,
+    "moved": _step_moved,
+    "moved-rescale": _step_moved_rescale,
+    "sliced-table": _step_sliced_table,
+    "sliced-concat": _step_sliced_concat,
+    "split-concat": _step_split_concat,
+    "growing-concat": _step_growing_concat,
+    "transposed-binary": _step_transposed_binary,
 }
 
 ZERO_SIZE_SHARE = 10
@@ -504,7 +721,7 @@ def graph_specs(draw, max_steps: int = MAX_STEPS, zero_size: bool = False) -> Gr
     g.add_input(shape, draw(zero_points(dtype)), dtype)
     for _ in range(draw(st.integers(1, max_steps))):
         kind = draw(st.sampled_from(sorted(STEP_KINDS)))
-        operand = draw(st.integers(0, len(g.values) - 1))
+        operand = len(g.values) - 1 if draw(st.booleans()) else draw(st.integers(0, len(g.values) - 1))  # chains half the time
         STEP_KINDS[kind](draw, g, operand)
     if not g.steps:  # every step drawn was a slice of a zero-size value, which adds none
         _step_transpose(draw, g, 0)
@@ -517,22 +734,40 @@ def graph_specs(draw, max_steps: int = MAX_STEPS, zero_size: bool = False) -> Gr
 
 
 def random_full_range_inputs(graph_module: fx.GraphModule, seed: int) -> list[torch.Tensor]:
-    """Uniform tensors over the full range of each placeholder's integer dtype (int8 or int16 in fuzzed graphs)."""
-    generator = torch.Generator().manual_seed(seed)
-    tensors = []
-    for node in graph_module.graph.nodes:
-        if node.op == "placeholder":
-            val = node.meta["val"]
-            info = torch.iinfo(val.dtype)
-            tensors.append(torch.randint(info.min, info.max + 1, tuple(val.shape), generator=generator, dtype=val.dtype))
-    return tensors
+    """Tensors over the full range of each placeholder's dtype (int8 or int16 in fuzzed graphs), half their
+    elements aimed at the range's ends and the graph's zero points with their neighbours (soundness.random_inputs)."""
+    return soundness.random_inputs(graph_module, seed)
 
 
 # ---------------------------------------------------------------- checking
 
 
-def check(spec: GraphSpec, target: str = "ethos-u55-128", trials: int = 2) -> str | None:
+@dataclass
+class EnodeCheck:
+    """What check_every_enode saw of one spec: the pass's rules' matches when saturating its graph, and
+    how many e-nodes it evaluated per input draw (0 when the e-graph was too large: soundness.TooLarge)."""
+
+    rules_fired: dict[str, int]
+    enodes: int
+
+
+def check_every_enode(spec: GraphSpec, trials: int = 2) -> EnodeCheck:
+    """Saturate the spec's graph with the pass's rules and budget (duplicates merged, as the pass does) and
+    check every e-node against its e-class on `trials` input draws (soundness.check_every_enode); raises
+    soundness.Unsound on a disagreement."""
+    graph_module = spec.build()
+    with TosaLoweringContext(TOSA_SPEC), rules.scratch_egraph() as scratch:
+        saturated = soundness.Saturated(graph_module, *rules.REWRITES, merge_duplicates=True, budget=rules.Budget(), into=scratch)
+        try:
+            enodes = saturated.assert_every_extraction_agrees(trials)
+        except soundness.TooLarge:
+            enodes = 0
+        return EnodeCheck(dict(saturated.result.rule_matches), enodes)
+
+
+def check(spec: GraphSpec, target: str = "ethos-u55-128", trials: int = 2, every_enode: bool = True) -> str | None:
     """Optimize the spec's graph and compare it with the original; None if bit-exact, else what went wrong.
+    every_enode: also check every e-node of its saturated e-graph (check_every_enode) first.
 
     The optimizer writes back its extraction whenever it is not more
     expensive (accept="always"), so the rewrite path runs on every graph.
@@ -542,6 +777,11 @@ def check(spec: GraphSpec, target: str = "ethos-u55-128", trials: int = 2) -> st
     optimized graph that does not run is a failure; an original that does not
     run is a bug of the fuzzer and raises.
     """
+    if every_enode and not spec.has_zero_size():
+        try:
+            check_every_enode(spec, trials)
+        except soundness.Unsound as error:
+            return f"every-e-node check {error}"
     original = spec.build()
     with TosaLoweringContext(TOSA_SPEC), _quiet(spec.has_zero_size()):
         optimized, report = pipeline.optimize(original, target=target, accept="always")
@@ -589,8 +829,12 @@ class FuzzFailure(pipeline.EqsatError):
     """A generated graph that the optimizer got wrong (message: what, and a reproducer)."""
 
 
-def assert_optimizes_exactly(specs: list[GraphSpec], target: str = "ethos-u55-128") -> None:
-    """Check a batch of specs in one optimizer run (the run's fixed cost dominates small graphs).
+def assert_optimizes_exactly(
+    specs: list[GraphSpec], target: str = "ethos-u55-128", seen: FuzzRun | None = None, every_enode: bool = True
+) -> None:
+    """Check every e-node of each spec's saturated e-graph (check_every_enode, unless every_enode is False),
+    then optimize the batch in one optimizer run (the run's fixed cost dominates small graphs) and compare
+    it bit for bit. seen: a run that counts the graphs, e-nodes and the laws fired in each graph.
 
     On a failure, each spec is checked alone, so the reproducer is the one
     failing graph (or the whole batch if only the batch fails), without the
@@ -599,10 +843,20 @@ def assert_optimizes_exactly(specs: list[GraphSpec], target: str = "ethos-u55-12
     one by one (the optimizer refuses the whole graph they are in).
     """
     for spec in specs:
-        if spec.has_zero_size() and (problem := check(spec, target)) is not None:
-            raise FuzzFailure(f"{problem}\nreproducer:\n{spec.to_python()}\noriginal graph:\n{spec.build().code}")
+        if spec.has_zero_size():
+            if (problem := check(spec, target)) is not None:
+                _fail(problem, spec, target)
+            continue
+        if not every_enode:
+            continue
+        try:
+            checked = check_every_enode(spec)
+        except soundness.Unsound as error:
+            _fail(f"every-e-node check {error}", spec, target)
+        if seen is not None:
+            seen.count(spec, checked)
     specs = [spec for spec in specs if not spec.has_zero_size()]
-    if not specs or (problem := check(merge(specs), target)) is None:
+    if not specs or (problem := check(merge(specs), target, every_enode=False)) is None:
         return
     culprit = merge(specs)
     for spec in specs:
@@ -610,6 +864,11 @@ def assert_optimizes_exactly(specs: list[GraphSpec], target: str = "ethos-u55-12
         if alone is not None:
             problem, culprit = alone, spec
             break
+    _fail(problem, culprit, target)
+
+
+def _fail(problem: str, culprit: GraphSpec, target: str) -> None:
+    """Raise FuzzFailure for culprit, pruned to the steps its outputs need if it still fails without the others."""
     pruned = culprit.pruned()
     if pruned != culprit and (still := check(pruned, target)) is not None:
         problem, culprit = still, pruned
@@ -619,20 +878,96 @@ def assert_optimizes_exactly(specs: list[GraphSpec], target: str = "ethos-u55-12
 BATCH = 10
 """Graphs per optimizer run."""
 
+LAW_SHARE = 0.01
+"""The share of the graphs of each dtype that every law must fire in (a law of one dtype: of that dtype's)."""
+
 
 def batches(size: int = BATCH, zero_size: bool = False) -> st.SearchStrategy[list[GraphSpec]]:
     """Lists of `size` graph specs, checked together by `assert_optimizes_exactly` (zero_size: see graph_specs)."""
     return st.lists(graph_specs(zero_size=zero_size), min_size=size, max_size=size)
 
 
+def law_names() -> list[str]:
+    """Every law of the pass's rewrite rulesets (eqsat.rules.REWRITES), by the name its matches are counted under."""
+    program = _program.compiled(rules.program_rulesets())
+    if program is None:
+        raise RuntimeError("egglog cannot compile the rules' program")
+    rewrites = {program.rulesets[_program.ruleset_key(r)] for r in rules.REWRITES}
+    named = re.findall(r':ruleset (\S+) :name "([^"]+)"', "\n".join(program.commands))
+    return sorted({name for ruleset_name, name in named if ruleset_name in rewrites})
+
+
+def law_family(name: str) -> str:
+    """A law generated once per rank ("slice-slice-rank3", "slice-inside-pad-2") as one family ("slice-slice-rank*")."""
+    return re.sub(r"-(rank)?\d+$", r"-\1*", name)
+
+
+def dtype_of_law(name: str) -> str | None:
+    """The dtype a law is stated for ("rescale-rescale-exact-int16": int16), None for a law of both."""
+    return next((dtype for dtype in DTYPES if name.endswith(f"-{dtype}")), None)
+
+
 @dataclass
 class FuzzRun:
     """What `run` did: graphs checked (shrinking included), batches that failed (before and while
-    shrinking), and the minimized failures (known once the run ends)."""
+    shrinking), and the minimized failures (known once the run ends).
+
+    Of the graphs without a zero-size tensor: how many of each dtype (`graphs_by_dtype`), in how many of
+    each dtype each law family fired (`fired[family][dtype]`), the e-nodes evaluated (per input draw) and
+    the graphs whose e-graph was too large to check every e-node (`too_large`)."""
 
     graphs: int = 0
     failing_batches: int = 0
     failures: list[str] = field(default_factory=list)
+    graphs_by_dtype: Counter = field(default_factory=Counter)
+    fired: dict[str, Counter] = field(default_factory=dict)
+    enodes: int = 0
+    too_large: int = 0
+
+    def count(self, spec: GraphSpec, checked: EnodeCheck) -> None:
+        dtype = spec.dtype_of(0)
+        self.graphs_by_dtype[dtype] += 1
+        for family in {law_family(name) for name, matches in checked.rules_fired.items() if matches}:
+            self.fired.setdefault(family, Counter())[dtype] += 1
+        self.enodes += checked.enodes
+        self.too_large += checked.enodes == 0
+
+    def add(self, other: FuzzRun) -> None:
+        """Count other's graphs, failures and laws into this run (runs of several processes)."""
+        self.graphs += other.graphs
+        self.failing_batches += other.failing_batches
+        self.failures.extend(other.failures)
+        self.graphs_by_dtype.update(other.graphs_by_dtype)
+        for family, counts in other.fired.items():
+            self.fired.setdefault(family, Counter()).update(counts)
+        self.enodes += other.enodes
+        self.too_large += other.too_large
+
+    def law_table(self) -> list[tuple[str, dict[str, float | None]]]:
+        """Each law family with the share of graphs of each dtype it fired in (None: not a law of that dtype)."""
+        families = sorted({law_family(name) for name in law_names()})
+        return [
+            (family, {
+                dtype: None if dtype_of_law(family) not in (None, dtype) else self.fired.get(family, Counter())[dtype] / max(1, self.graphs_by_dtype[dtype])
+                for dtype in DTYPES
+            })
+            for family in families
+        ]
+
+    def unreached(self, share: float) -> list[str]:
+        """The law families that fired in less than share of the graphs of a dtype they are a law of."""
+        return [family for family, shares in self.law_table() if any(v is not None and v < share for v in shares.values())]
+
+    def markdown(self) -> str:
+        """The per-law table as Markdown."""
+        counts = ", ".join(f"{self.graphs_by_dtype[d]} {d}" for d in DTYPES)
+        lines = [f"Graphs without a zero-size tensor: {counts}; e-nodes checked per input draw: {self.enodes}; "
+                 f"graphs too large to check every e-node: {self.too_large}.", "",
+                 "| law | " + " | ".join(f"{d} graphs" for d in DTYPES) + " |", "|---|" + "---:|" * len(DTYPES)]
+        for family, shares in self.law_table():
+            cells = ["—" if v is None else f"{v:.1%}" for v in shares.values()]
+            lines.append(f"| `{family}` | " + " | ".join(cells) + " |")
+        return "\n".join(lines)
 
 
 def run(
@@ -641,10 +976,13 @@ def run(
     targets: tuple[str, ...] = TARGETS,
     batch: int = BATCH,
     progress: Callable[[FuzzRun], None] | None = None,
+    stop_at: float | None = None,
 ) -> FuzzRun:
-    """Check about n random graphs (zero-size ones included), `batch` per optimizer run, each batch for one of
-    targets; each distinct failure comes back shrunk to a minimal reproducer. progress is called with the
-    run so far after every batch, passing or failing."""
+    """Check about n random graphs (zero-size ones included), `batch` per optimizer run, each batch optimized
+    for every one of targets (every e-node is checked once per graph: saturation does not depend on the
+    target); each distinct failure comes back shrunk to a minimal reproducer. progress is called with the
+    run so far after every batch, passing or failing. stop_at: a time.time() after which batches drawn are
+    no longer checked (nor counted)."""
     result = FuzzRun()
 
     @settings(
@@ -656,11 +994,14 @@ def run(
         report_multiple_bugs=True,
     )
     @seed(seed_value)
-    @given(st.sampled_from(targets), batches(batch, zero_size=True))
-    def check_batch(target: str, specs: list[GraphSpec]) -> None:
+    @given(batches(batch, zero_size=True))
+    def check_batch(specs: list[GraphSpec]) -> None:
+        if stop_at is not None and time.time() > stop_at and not result.failing_batches:
+            return
         result.graphs += len(specs)
         try:
-            assert_optimizes_exactly(specs, target)
+            for position, target in enumerate(targets):
+                assert_optimizes_exactly(specs, target, seen=result if position == 0 else None, every_enode=position == 0)
         except FuzzFailure:
             result.failing_batches += 1
             raise
@@ -675,3 +1016,39 @@ def run(
     except BaseExceptionGroup as group:
         result.failures.extend(str(failure) for failure in group.exceptions)
     return result
+
+
+def run_parallel(n: int, seed_value: int, targets: tuple[str, ...], jobs: int, stop_at: float | None = None, quiet: bool = False) -> FuzzRun:
+    """run() in `jobs` processes (spawned: a forked egglog or torch can hang), n / jobs graphs each under
+    seeds seed_value, seed_value + 1, ...; their counts added up. Each job prints its progress every
+    PROGRESS_EVERY graphs unless quiet."""
+    started = time.time()
+    arguments = [(math.ceil(n / jobs), seed_value + job, targets, stop_at, None if quiet else (job, jobs, started)) for job in range(jobs)]
+    if jobs == 1:
+        return _run_job(*arguments[0])
+    with multiprocessing.get_context("spawn").Pool(jobs) as pool:
+        parts = pool.starmap(_run_job, arguments)
+    total = FuzzRun()
+    for part in parts:
+        total.add(part)
+    return total
+
+
+PROGRESS_EVERY = 500
+"""Graphs between two progress lines of a job."""
+
+
+def _run_job(n: int, seed_value: int, targets: tuple[str, ...], stop_at: float | None, announce: tuple[int, int, float] | None) -> FuzzRun:
+    """One job of run_parallel; announce: (job number, jobs, start time) to print progress, or None."""
+    reported = 0
+
+    def progress(done: FuzzRun) -> None:
+        nonlocal reported
+        if announce is not None and (done.graphs % PROGRESS_EVERY < BATCH or (reported == 0 and done.failing_batches > 0)):
+            job, jobs, started = announce
+            failing = f", {done.failing_batches} failing batch(es): shrinking" if done.failing_batches else ""
+            where = f" (job {job} of {jobs})" if jobs > 1 else ""
+            print(f"eqsat fuzz{where}: {done.graphs} graphs checked{failing}, {time.time() - started:.0f} s", flush=True)
+            reported = done.failing_batches
+
+    return run(n, seed_value, targets, progress=progress, stop_at=stop_at)

@@ -4,13 +4,17 @@ from __future__ import annotations
 
 import pytest
 import torch
-from egglog import Vec, i64, ruleset, var
+from egglog import String, Vec, eq, i64, ruleset, var
+from executorch.backends.arm.tosa.specification import TosaLoweringContext, TosaSpecification
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from eqsat import bridge_fx
+from eqsat.ir import TensorType
+from eqsat.ops.nodes import TOSA
 from eqsat.rules._law import law
 from eqsat.rules.transpose import transpose
-from eqsat.soundness import LawDidNotFire, Saturated, Unsound, fired_share, law_fires_in
+from eqsat.soundness import LawDidNotFire, Saturated, Unsound, fired_share, law_fires_in, random_inputs
 from eqsat.terms import Tensor
 from tests.graphs import GraphBuilder
 
@@ -37,7 +41,7 @@ def test_a_sound_ruleset_passes():
 def test_a_wrong_law_is_caught():
     saturated = Saturated(twice_permuted(), wrong)
     assert saturated.fired("transpose-forget-inner") == 1
-    with pytest.raises(Unsound, match="extraction"):
+    with pytest.raises(Unsound, match="disagrees with its class"):
         saturated.assert_every_extraction_agrees()
 
 
@@ -62,3 +66,59 @@ def test_a_law_that_fires_in_every_case_meets_its_share():
 def test_a_law_that_fires_in_no_generated_case_fails_its_share():
     with pytest.raises(LawDidNotFire, match="transpose-forget-inner fired in 0% of 5 saturated cases"):
         law_fires_in(0.1, "transpose-forget-inner")(permuted_twice)()
+
+
+# ---------------------------------------------------------------- every e-node, REQUIREs, merged nodes, analysis, inputs
+
+dtype_, m, s, zi, zo, tag = var("dtype_", String), var("m", Vec[i64]), var("s", Vec[i64]), var("zi", i64), var("zo", i64), var("tag", i64)
+out_of_domain = ruleset(name="out-of-domain")
+# WRONG: a rescale equals itself with shift 1 (TOSA REQUIREs 2 <= shift: the e-node does not run)
+out_of_domain.register(law("rescale-shift-one", x.rescale(dtype_, m, s, zi, zo, tag), x.rescale(dtype_, m, Vec(i64(1)), zi, zo, tag), eq(s.length()).to(i64(1))))
+
+
+def rescaled():
+    with TosaLoweringContext(TosaSpecification.create_from_string("TOSA-1.0+INT")):
+        g = GraphBuilder()
+        x_ = g.input("x", (2, 3))
+        return g.output(g.call(TOSA.RESCALE.default, g.call(TOSA.RESCALE.default, x_, torch.int8, [0.5], 3, -2), torch.int8, [0.75], -2, 1))
+
+
+def test_an_enode_that_breaks_a_require_is_caught():
+    saturated = Saturated(rescaled(), out_of_domain)
+    assert saturated.fired("rescale-shift-one") >= 1
+    with pytest.raises(Unsound, match="does not run: RequireViolation"):
+        saturated.assert_every_extraction_agrees()
+
+
+def test_every_enode_is_evaluated_once_per_draw():
+    saturated = Saturated(twice_permuted(), transpose)
+    assert saturated.assert_every_extraction_agrees() == saturated.view.enode_count
+
+
+def test_a_wrong_merge_of_two_fx_nodes_is_caught(monkeypatch):
+    """Two rescales of x with different scales merged as duplicates: every node's own value is its class's."""
+    with TosaLoweringContext(TosaSpecification.create_from_string("TOSA-1.0+INT")):
+        g = GraphBuilder()
+        x_ = g.input("x", (2, 3))
+        a = g.call(TOSA.RESCALE.default, x_, torch.int8, [0.5], 0, 0)
+        b = g.call(TOSA.RESCALE.default, x_, torch.int8, [0.25], 0, 0)
+        graph_module = g.output(a, b)
+    monkeypatch.setattr(bridge_fx, "duplicate_pairs", lambda nodes: [(1, 2)])
+    with pytest.raises(Unsound, match="disagree"):
+        Saturated(graph_module, transpose, merge_duplicates=True).assert_every_extraction_agrees()
+
+
+def test_a_wrong_shape_in_the_analysis_is_caught():
+    saturated = Saturated(twice_permuted(), transpose)
+    eclass = saturated.class_of(next(n for n in saturated.graph_module.graph.nodes if n.op == "placeholder"))
+    saturated.view.types[eclass] = TensorType((4, 3, 2), "torch.int8")
+    with pytest.raises(Unsound, match="is analysed as"):
+        saturated.assert_every_extraction_agrees()
+
+
+def test_inputs_aim_at_the_ends_of_the_range_and_next_to_each_zero_point():
+    with TosaLoweringContext(TosaSpecification.create_from_string("TOSA-1.0+INT")):
+        g = GraphBuilder()
+        graph_module = g.output(g.call(TOSA.RESCALE.default, g.input("x", (2000,)), torch.int8, [0.5], 3, -50))
+    drawn = set(random_inputs(graph_module, 0)[0].tolist())
+    assert {-128, -127, 126, 127, 2, 3, 4, -51, -50, -49, -1, 0, 1} <= drawn

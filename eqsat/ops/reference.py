@@ -29,16 +29,22 @@ def evaluate(graph_module: fx.GraphModule, inputs: list[torch.Tensor]) -> list[t
     env: dict[fx.Node, Any] = {}
     feed = iter(inputs)
     for node in graph_module.graph.nodes:
-        args, kwargs = map_aggregate((node.args, node.kwargs), lambda a: env[a] if isinstance(a, fx.Node) else a)
         if node.op == "placeholder":
             env[node] = next(feed)
         elif node.op == "get_attr":
             env[node] = getattr(graph_module, node.target)
         elif node.op == "call_function":
-            name = op_name(node.target)
-            if name.startswith("tosa.") and name not in SEMANTICS:
-                raise NotImplementedError(f"no exact semantics for {name}")
-            env[node] = SEMANTICS.get(name, node.target)(*args, **kwargs)
+            env[node] = compute(node, env.__getitem__)
         elif node.op == "output":
+            args = map_aggregate(node.args, lambda a: env[a] if isinstance(a, fx.Node) else a)
             return list(args[0]) if isinstance(args[0], (list, tuple)) else [args[0]]
     raise ValueError("graph has no output node")
+
+
+def compute(node: fx.Node, value_of: Callable[[fx.Node], Any]) -> Any:
+    """The value of one call_function node, given the value of each node it reads (value_of)."""
+    args, kwargs = map_aggregate((node.args, node.kwargs), lambda a: value_of(a) if isinstance(a, fx.Node) else a)
+    name = op_name(node.target)
+    if name.startswith("tosa.") and name not in SEMANTICS:
+        raise NotImplementedError(f"no exact semantics for {name}")
+    return SEMANTICS.get(name, node.target)(*args, **kwargs)
