@@ -69,7 +69,6 @@ from eqsat.extract.vela_cost import FORMAT_VERSION
 
 DEFAULT_WORKDIR = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "eqsat" / "calibration"
 """Where measured samples are cached (one JSONL file per configuration, under its Configuration.name), so a calibration resumes."""
-DEFAULT_TARGETS = ("ethos-u55-128", "ethos-u85-256")
 BATCH_SIZE = 8
 
 
