@@ -28,6 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
+from eqsat.configuration import Configuration
 from eqsat.extract import vela_cost
 from eqsat.extract.cost import priced, value_costs
 from eqsat.ir import Graph, Term
@@ -53,7 +54,7 @@ def heldout_scores(target: str, workdir: Path = DEFAULT_WORKDIR, *, jobs: int = 
     """
     model = vela_cost.VelaCalibratedCost(target)
     samples = grid(target, "heldout", scale)
-    records = measure(samples, target, workdir, jobs=jobs, progress=progress)
+    records = measure(samples, Configuration.of(target), workdir, jobs=jobs, progress=progress)
     pairs: dict[str, list[tuple[float, float]]] = {}
     for sample in samples:
         record = records.get(sample.key)

@@ -92,3 +92,16 @@ def test_rows_are_priced_again_from_their_graphs_whatever_calibration_measured_t
     assert by_model["kept-graph"]["predicted"] == pytest.approx(priced(conv_graph(), VelaCalibratedCost(TARGET)))
     assert by_model["no-graph-current"]["predicted"] == 5.0 and by_model["no-graph-current"]["families"] is None
     assert not math.isnan(by_model["kept-graph"]["predicted"])
+
+
+def test_heldout_scores_measure_a_targets_heldout_shapes(tmp_path, monkeypatch):
+    """The held-out view of `eqsat calibrate --report` measures its samples with Vela for the target's default
+    configuration (it failed on a target string once measuring took configurations) and scores each family."""
+    from eqsat.calibration import report
+    from eqsat.calibration.graphs import Sample
+
+    tables = [Sample("table", {"shape": shape, "dtype": "int8"}, split="heldout") for shape in ([1, 8, 8, 16], [1, 16, 16, 16], [1, 16, 32, 32])]
+    monkeypatch.setattr(report, "grid", lambda target, split, scale: tables)
+    scores = report.heldout_scores("ethos-u85-256", tmp_path)
+    assert scores["table/int8"]["n"] == 3
+    assert (tmp_path / "ethos-u85-256" / "samples.jsonl").exists()
