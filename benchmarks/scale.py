@@ -182,7 +182,7 @@ def captured_graph(model: torch.nn.Module, inputs: tuple[torch.Tensor, ...], tar
     eqsat_pass = eqsat.install(target, keep_inputs=True)
 
     def keep_and_stop(graph_module: fx.GraphModule):
-        eqsat_pass.input_graphs.append(arm_pass._copy_graph(graph_module))
+        eqsat_pass.input_graphs.append(arm_pass.copy_graph(graph_module))
         raise _Captured
 
     eqsat_pass.call = keep_and_stop

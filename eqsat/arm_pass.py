@@ -112,7 +112,7 @@ class EqsatPass(ExportPass):
         if mode == "off":
             return PassResult(graph_module, False)
         if self.keep_inputs and mode == "run":
-            self.input_graphs.append(_copy_graph(graph_module))
+            self.input_graphs.append(copy_graph(graph_module))
         target = self.resolve_target()
         if target is None:
             optimized, report = graph_module, self._untouched_without_target(graph_module)
@@ -152,7 +152,7 @@ class EqsatPass(ExportPass):
 CONFIGURATION_OPTIONS = ("system_config", "memory_mode", "config_ini")
 
 
-def _copy_graph(graph_module: fx.GraphModule) -> fx.GraphModule:
+def copy_graph(graph_module: fx.GraphModule) -> fx.GraphModule:
     """A new graph module with a copy of the graph (node meta shallow-copied), sharing the attributes."""
     graph = fx.Graph()
     graph.output(graph.graph_copy(graph_module.graph, {}))

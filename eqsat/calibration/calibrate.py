@@ -238,7 +238,7 @@ def graphs_at_eqsat_position() -> Iterator[list]:
     from executorch.backends.arm._passes.ensure_unique_output_nodes_pass import EnsureUniqueOutputNodesPass
     from executorch.exir.pass_base import ExportPass, PassResult
 
-    from eqsat.arm_pass import _copy_graph
+    from eqsat.arm_pass import copy_graph
 
     graphs: list = []
 
@@ -246,7 +246,7 @@ def graphs_at_eqsat_position() -> Iterator[list]:
         _passes_required_after: set = set()
 
         def call(self, graph_module):
-            graphs.append(_copy_graph(graph_module))
+            graphs.append(copy_graph(graph_module))
             return PassResult(graph_module, False)
 
     keeper = KeepGraph()
