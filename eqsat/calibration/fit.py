@@ -392,10 +392,10 @@ def graph_configs(record: dict, target: str) -> list[OpConfig]:
 
 
 def rescale_contexts(record: dict, target: str, known: dict[str, dict]) -> float:
-    """What the RESCALEs that Vela runs alone in a module sample cost beyond their ops' prices (`cost.rescales_alone`:
+    """What the RESCALEs that Vela runs alone in a module sample cost beyond their ops' prices (`layers.rescales_alone`:
     input rescales run alone, and output rescales of unfused ops or of an int32 output another op reads too), priced with
-    the known models; 0 for samples measured without their operands."""
-    from eqsat.extract import cost
+    the known models as `cost.layer_cycles` prices them; 0 for samples measured without their operands."""
+    from eqsat.extract import cost, layers
 
     if "operands" not in record:
         return 0.0
@@ -403,7 +403,8 @@ def rescale_contexts(record: dict, target: str, known: dict[str, dict]) -> float
     graph = {i: Term(term.op, tuple(operands), term.attrs) for i, ((term, _, _), operands) in enumerate(zip(nodes, record["operands"]))}
     types = {i: out for i, (_, out, _) in enumerate(nodes)}
     model = vela_cost.VelaCalibratedCost(target, data={"format_version": vela_cost.FORMAT_VERSION, "target": target, "vela_version": "", "models": known})
-    return sum(cost.rescales_alone(graph, cost.readers_of(graph, record["outputs"]), types.get, model).values())
+    live = layers.LiveGraph(graph, layers.readers_of(graph, record["outputs"]), types.get, model)
+    return sum(cost.layer_cycles(layer, live, None) for layer in layers.rescales_alone(live).values())
 
 
 def _predict(models: dict[str, dict], config: OpConfig) -> float:

@@ -2,7 +2,7 @@
 
 Extraction prices every term on its own, so it cannot see what depends on the
 graph around a term, like a RESHAPE that Vela keeps as a MemoryCopy because
-its input has another reader (eqsat.extract.cost.reshape_copies). On
+its input has another reader (eqsat.extract.layers.copied_reshapes). On
 tds-conv1d (U55) the extracted graph was cheaper term by term but dearer as a
 whole, so the pass had to reject all of it.
 

@@ -39,7 +39,7 @@ What each op costs
 - Leaves (placeholders, constants, CONST_SHAPE): 0.
 - RESHAPE: 0, Vela removes it as memory-only, unless its input has another
   reader: then it is a MemoryCopy (`memory_copy`), which
-  `eqsat.extract.cost.reshape_copies` adds on whole graphs.
+  `eqsat.extract.layers.copied_reshapes` adds on whole graphs.
 - TRANSPOSE: the sum over the 3D swap passes that Vela's decomposition
   (a selection sort of the axes, as in regor's DecomposeTranspose and
   SwapAxes; see `transpose_passes`) produces for this shape and
@@ -49,7 +49,7 @@ What each op costs
 - CONCAT: one MemoryCopy per input, priced as measured behind producers on
   the NPU (Vela often lets a producer write straight into the concatenated
   tensor, so this is cheaper than a concat of graph inputs). On whole graphs
-  `eqsat.extract.cost.concat_prices` charges only the inputs Vela copies.
+  `eqsat.extract.layers.copied_concat_inputs` charges only the inputs Vela copies.
 - SLICE: priced as measured in front of typical consumers (a conv, an add,
   a clamp, a transpose, a concat): Vela folds most slices into their
   consumer, so this is small; a slice copied from a graph input to a graph
@@ -90,7 +90,7 @@ What each op costs
   copies the int32 tensor (a reshape moved between a CONV2D and its
   per-channel RESCALE cost 25888 cycles on conformer-block, U55). A reshape
   that alone reads its producer and is read only by RESCALEs is removed
-  (`eqsat.extract.cost.removed_accumulator_reshapes`).
+  (`eqsat.extract.layers.removed_accumulator_reshapes`).
 - Reduce terms: priced as the opaque REDUCE_* op they were read from.
 - TABLE: fitted per dtype, measured alone (an int16 table is 6 passes on U55);
   a `Table` term is priced as the opaque TABLE it was read from.
@@ -273,7 +273,7 @@ def transpose_passes(shape: tuple[int, ...], perm: tuple[int, ...], family: str)
     in the shape the transpose has in the graph (its rank-5/6 shape, unit axes included; graphir_optimiser.cpp
     `RearrangeTranspose` drops no unit axis, as both targets answer `Native` to its query), each swap
     becoming up to five 3D passes (`SwapAxes`). A transpose behind a RESHAPE that only adds or drops unit
-    axes runs in the reshape's input shape (`eqsat.extract.cost.transposes_behind_unit_reshapes`).
+    axes runs in the reshape's input shape (`eqsat.extract.layers.transposes_behind_unit_reshapes`).
     Not followed: int32 H <-> C swaps on Ethos-U55, which `SwapAxesIn3D` runs as three swaps.
     """
     if is_noop_transpose(shape, perm):
@@ -355,7 +355,7 @@ INPUT_RESCALE_FUSING_OPS = frozenset({"ADD", "SUB", "MUL"})
 ADD_SUB_FUSED_INPUT_SCALE = {"u55": 2.0**19}
 """The target families on which Vela fuses an ADD or SUB with its input RESCALEs only when one of them scales by
 exactly this and the other by less: what the Arm backend emits for two inputs of different scales (each rescaled to
-2^20 times its share of twice the larger scale). Measured on Ethos-U55 (tests/extract/test_cost.py): a (1, 64, 32) ADD
+2^20 times its share of twice the larger scale). Measured on Ethos-U55 (tests/extract/test_layers.py): a (1, 64, 32) ADD
 of rescales by 2^19 and by 0.25-0.99 x 2^19 (or 0.001 x) is one 3072-cycle pass; by 2^19 and 2^19, 1.01-4 x 2^19, or
 two scales both below 2^19 (2^18 and 0.7 x 2^18, 2^17 and 2^17) its rescales run alone (3072 + 2560 each), then the
 ADD (2560) and its output RESCALE (2560): 16384 cycles."""
@@ -363,7 +363,7 @@ ADD (2560) and its output RESCALE (2560): 16384 cycles."""
 OUTPUT_RESCALE_ALONE_BESIDE_READER = frozenset({"u85"})
 """The target families on which the model prices an output RESCALE of an ADD, SUB or MUL as run alone when something
 else reads the op's int32 output too (another op, another RESCALE, a graph output): the op writes int32 and each of
-its output rescales becomes a layer of its own. Measured on Ethos-U85 (tests/extract/test_cost.py): a (1, 64, 32)
+its output rescales becomes a layer of its own. Measured on Ethos-U85 (tests/extract/test_layers.py): a (1, 64, 32)
 ADD of two rescaled int8 tensors costs 512 cycles with its output rescale fused, and 512 + 5824 when the int32 sum
 is also returned. On Ethos-U55 such an ADD or SUB runs unfused with all its rescales (`fuses_add_sub`); a U55 MUL whose
 int32 output has another reader is not modelled."""
@@ -824,7 +824,7 @@ class VelaCalibratedCost:
 
     def fuses_input_rescale_into(self, op: str) -> bool:
         """Whether Vela can fuse an input RESCALE into the elementwise op (ADD, SUB, MUL) reading it alone, on target
-        (measured, tests/extract/test_cost.py; on Ethos-U55 an ADD or SUB also needs what `fuses_add_sub` checks)."""
+        (measured, tests/extract/test_layers.py; on Ethos-U55 an ADD or SUB also needs what `fuses_add_sub` checks)."""
         return op in INPUT_RESCALE_FUSING_OPS
 
     def fuses_add_sub(self, scales: tuple[float | None, ...] | None, output_rescaled_alone: bool) -> bool:
@@ -834,7 +834,7 @@ class VelaCalibratedCost:
         it alone reads (scales: their scales, None for one whose scale is unknown; None when an operand is no such
         rescale), one scaling by that scale and the other by less, and its int32 output is read by one output
         RESCALE alone (output_rescaled_alone); otherwise its input RESCALEs and its output RESCALE run as layers of
-        their own (measured, tests/extract/test_cost.py: also when the ADD's int32 output is a graph output or is read
+        their own (measured, tests/extract/test_layers.py: also when the ADD's int32 output is a graph output or is read
         by another op or a second RESCALE). Elsewhere always, as far as these contexts go."""
         fused = ADD_SUB_FUSED_INPUT_SCALE.get(target_family(self.target))
         if fused is None:
@@ -862,27 +862,19 @@ class VelaCalibratedCost:
     def input_rescale_beside_int32(self, reader: Term, source: TensorType | None, out: TensorType | None) -> float:
         """An input RESCALE (source -> out) that the binary op reader reads beside a plain int32 operand (one no input
         RESCALE writes: a graph input, a constant, another op's int32 output, broadcast or not): Vela runs it as a
-        layer of its own, the rescale measured alone. Measured with hand-built graphs (tests/extract/test_cost.py):
+        layer of its own, the rescale measured alone. Measured with hand-built graphs (tests/extract/test_layers.py):
         - Ethos-U85 computes the op in that layer too (0 cycles for the op), so it costs the op's elementwise pass
           as well: a (1, 64, 32) ADD of a rescaled int8 tensor and an int32 one costs 3456 cycles, the rescale
           alone 1920, the ADD of two rescaled tensors 512;
         - Ethos-U55 runs the op as its own pass, which the op's price holds already (`elementwise_pass`): a
           (1, 64, 32) MUL costs 3072 + 2560 for the rescale, 2560 for the MUL and 2560 for its output rescale
-          (`cost.unfused_output_rescales`), 10752 in all, against 2048 for the MUL of two rescaled tensors."""
+          (`layers.output_rescales_alone`), 10752 in all, against 2048 for the MUL of two rescaled tensors."""
         price = self.standalone_input_rescale(source, out)
         if target_family(self.target) in ELEMENTWISE_PASS_ALONE:
             return price
         config = op_config(reader, out, [out, out], self.target)
         model = self._models.get(f"isolated/{config.family}")
         return price + (op_cycles(model, config) if model is not None else 0.0)
-
-    def output_rescale_beside_reader(self, accumulator: TensorType | None) -> float | None:
-        """An output RESCALE of the int32 accumulator that something else reads too, where Vela runs it as a layer of
-        its own (`OUTPUT_RESCALE_ALONE_BESIDE_READER`): the int32 RESCALE measured alone; None where the target's
-        calibration prices it."""
-        if target_family(self.target) not in OUTPUT_RESCALE_ALONE_BESIDE_READER:
-            return None
-        return self.standalone_rescale(accumulator)
 
     def cost_of(self, config: OpConfig) -> float:
         if config.fixed is not None:

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from eqsat.ir import TensorType, Term
 from eqsat.extract import extract
-from eqsat.extract.cost import readers_of, reshape_copies
+from eqsat.extract.layers import LiveGraph, copied_reshapes, readers_of
 from eqsat.extract.greedy import reachable
 from eqsat.extract.refine import _acyclic_with, refine, refine_from
 
@@ -47,7 +47,8 @@ def test_refine_avoids_a_reshape_that_vela_would_copy():
 
     def graph_cost(selection):
         live = {c: selection[c] for c in reachable(selection, ["a", "b"])}
-        return sum(term_cost(c, t) for c, t in live.items()) + reshape_copies(live, readers_of(live, ["a", "b"]), types.get, model)
+        g = LiveGraph(live, readers_of(live, ["a", "b"]), types.get, model)
+        return sum(term_cost(c, t) for c, t in live.items()) + sum(model.memory_copy(types[live[c].args[0]]) for c in copied_reshapes(g))
 
     extracted = extract(candidates, ["a", "b"], term_cost)
     assert extracted.selection["a"].op == "Reshape" and graph_cost(extracted.selection) == 65.0

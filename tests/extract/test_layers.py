@@ -1,4 +1,6 @@
-"""Whole-graph contexts of the cost model: reshapes kept as a MemoryCopy, folded transposes, fused tables, slices, rescales run alone."""
+"""Layer formation (eqsat.extract.layers), decision by decision, against the layers Vela runs for hand-built TOSA graphs:
+reshapes removed or copied, transposes folded or run in another shape, tables fused, slices and concat inputs read in
+place or copied, rescales fused or run alone; and the pricing of those layers (eqsat.extract.cost)."""
 
 import math
 
@@ -7,20 +9,21 @@ import tosa_serializer as ts
 
 from eqsat.ir import TensorType, Term
 from eqsat.calibration.graphs import _attr, _binary, _clamp, _Graph, _rescale
-from eqsat.extract.cost import (
-    concat_prices,
+from eqsat.extract.cost import graph_cost, layer_cycles, term_costs, value_costs
+from eqsat.extract.layers import (
+    LiveGraph,
+    copied_concat_inputs,
+    copied_reshapes,
+    copied_slices,
     folded_transposes,
     fused_tables,
-    graph_cost,
-    removed_accumulator_reshapes,
+    input_rescales_alone,
+    narrow_slices,
     readers_of,
-    reshape_copies,
-    shared_input_rescales,
-    slice_prices,
-    term_costs,
+    removed_accumulator_reshapes,
     transposes_behind_unit_reshapes,
     transposing_slice_copies,
-    value_costs,
+    unfused_add_subs,
 )
 from eqsat.extract.vela_cost import VelaCalibratedCost, target_family, transpose_passes
 from eqsat.vela import estimate
@@ -28,9 +31,30 @@ from eqsat.vela import estimate
 TYPE = TensorType((1, 64, 32), "torch.int8")
 
 
-def _with_readers(graph: dict, roots: list[str]) -> tuple:
-    """graph and its Readers, the arguments of the context functions."""
-    return graph, readers_of(graph, roots)
+def live(graph: dict, roots: list[str], type_of, model=None) -> LiveGraph:
+    """What the decisions read: graph (every value live) whose outputs are roots, its types and the target's model."""
+    return LiveGraph(graph, readers_of(graph, roots), type_of, model)
+
+
+def prices(layers: dict, g: LiveGraph) -> dict:
+    """The price of each layer a decision formed (none of them an op's own)."""
+    return {value: layer_cycles(layer, g, None) for value, layer in layers.items()}
+
+
+def reshape_copies(g: LiveGraph) -> float:
+    """What the reshape copies of g cost, each a copy of the reshape's input."""
+    return sum(g.model.memory_copy(g.type_of(g.terms[value].args[0])) for value in copied_reshapes(g))
+
+
+def slice_prices(g: LiveGraph) -> dict:
+    """What each int8/int16 slice of g costs: its copy, or nothing when its readers read through it."""
+    copied = set(copied_slices(g))
+    return {value: g.model.batched_copies(g.type_of(value)) if value in copied else 0.0 for value in narrow_slices(g)}
+
+
+def concat_prices(g: LiveGraph) -> dict:
+    """What each int8/int16 concat of g costs: the copies of the inputs Vela cannot write in place."""
+    return {value: sum(g.model.batched_copies(t) for t in parts) for value, parts in copied_concat_inputs(g).items()}
 
 
 def leaf(name: str) -> Term:
@@ -51,7 +75,7 @@ def model(request):
 
 
 def copies(graph, roots, model):
-    return reshape_copies(graph, readers_of(graph, roots), lambda _value: TYPE, model)
+    return reshape_copies(live(graph, roots, lambda _value: TYPE, model))
 
 
 def test_a_reshape_between_single_readers_is_free(model):
@@ -93,7 +117,7 @@ def test_a_copied_reshape_is_priced_as_a_copy_of_its_input(target):
     graph = {"x": leaf("x"), "a": unary("CLAMP#1", "x"), "r": Term("Reshape", ("a",), ((1, 64, 4, 8),)), "b": unary("CLAMP#2", "r")}
     types = {"x": TensorType((1, 64, 32), "torch.int8"), "a": TensorType((1, 64, 32), "torch.int8"), "r": TensorType((1, 64, 4, 8), "torch.int8"), "b": TensorType((1, 64, 4, 8), "torch.int8")}
     model = VelaCalibratedCost(target)
-    price = reshape_copies(graph, readers_of(graph, ["a", "b"]), types.get, model)
+    price = reshape_copies(live(graph, ["a", "b"], types.get, model))
     assert price == model.memory_copy(types["a"])
     assert abs(price - vela) < abs(model.memory_copy(types["r"]) - vela)
 
@@ -207,9 +231,9 @@ def test_a_transpose_that_alone_reads_a_convolution_is_folded_where_vela_folds_i
     model = VelaCalibratedCost(target)
     assert model.folds_transpose_into_producer == folds
     alone, roots = conv_then_transpose(second_reader=False)
-    assert folded_transposes(alone, readers_of(alone, roots), model, lambda _value: NHWC) == (["t"] if folds else [])
+    assert folded_transposes(live(alone, roots, lambda _value: NHWC, model)) == (["t"] if folds else [])
     shared, roots = conv_then_transpose(second_reader=True)
-    assert folded_transposes(shared, readers_of(shared, roots), model, lambda _value: NHWC) == []
+    assert folded_transposes(live(shared, roots, lambda _value: NHWC, model)) == []
     transpose = model.cost(alone["t"], NHWC, [NHWC])
     priced = graph_cost(alone, ["t"], lambda _value: NHWC, model)
     assert graph_cost(shared, ["t", "rescale"], lambda _value: NHWC, model) - priced == pytest.approx(transpose if folds else 0.0)
@@ -219,7 +243,7 @@ def test_a_transpose_that_alone_reads_a_convolution_is_folded_where_vela_folds_i
 def test_only_the_fold_calibration_measured_is_assumed(producer, perm):
     """A CONV2D's output written NCHW was measured folded; a MATMUL's output, or another permutation, was not."""
     graph, roots = conv_then_transpose(second_reader=False, producer=producer, perm=perm)
-    assert folded_transposes(graph, readers_of(graph, roots), VelaCalibratedCost("ethos-u85-256"), lambda _value: NHWC) == []
+    assert folded_transposes(live(graph, roots, lambda _value: NHWC, VelaCalibratedCost("ethos-u85-256"))) == []
 
 
 @pytest.mark.parametrize("target, folds", [("ethos-u55-128", False), ("ethos-u85-256", True)])
@@ -307,7 +331,7 @@ def test_a_table_is_free_where_vela_fuses_it_into_its_producer(target, producer,
     (lut,) = [layer for layer in estimate(_tosa_table_after(producer, other_reader), target).layers if layer.operator == "LUT"]
     fused = lut.cycles_total == 0
     graph, roots = _table_after(producer, other_reader)
-    assert fused_tables(graph, readers_of(graph, roots), lambda _value: INT8) == (["t"] if fused else [])
+    assert fused_tables(live(graph, roots, lambda _value: INT8)) == (["t"] if fused else [])
     model = VelaCalibratedCost(target)
     costs = value_costs(graph, roots, lambda _value: INT8, model)
     alone = model.cost(graph["t"], INT8, [INT8, INT8])
@@ -318,7 +342,7 @@ def test_a_table_is_free_where_vela_fuses_it_into_its_producer(target, producer,
 
 def test_the_table_contexts_hold_both_answers():
     """The contexts above are not all one answer: Vela fuses the TABLE in some and runs it alone in others."""
-    fused = {(p, o) for p, o in TABLE_CONTEXTS if fused_tables(*_with_readers(*_table_after(p, o)), lambda _value: INT8)}
+    fused = {(p, o) for p, o in TABLE_CONTEXTS if fused_tables(live(*_table_after(p, o), lambda _value: INT8))}
     assert fused == {("add", False), ("conv", False), ("rescale", False), ("transpose", False)}
 
 
@@ -414,16 +438,17 @@ def test_a_slice_is_folded_into_its_readers_or_copied_as_vela_does(target, reade
     copies = sum(layer.operator == "MemoryCopy" and layer.source_operator == "Slice" for layer in layers)
     graph, roots = _slice_read_by(readers)
     model = VelaCalibratedCost(target)
-    prices = slice_prices(graph, readers_of(graph, roots), _types(graph), model)
-    assert sum(price > 0 for price in prices.values()) == copies
-    assert prices["s"] in (0.0, model.memory_copy(SLICED))
-    folded = folded_transposes(graph, readers_of(graph, roots), model, _types(graph))  # on Ethos-U85 the copy writes a one-pass transpose
-    assert value_costs(graph, roots, _types(graph), model)["s"] == transposing_slice_copies(graph, folded, _types(graph), model).get("s", prices["s"])
+    g = live(graph, roots, _types(graph), model)
+    slices = slice_prices(g)
+    assert sum(price > 0 for price in slices.values()) == copies
+    assert slices["s"] in (0.0, model.memory_copy(SLICED))
+    folded = folded_transposes(g)  # on Ethos-U85 the copy writes a one-pass transpose
+    assert value_costs(graph, roots, _types(graph), model)["s"] == prices(transposing_slice_copies(g, folded), g).get("s", slices["s"])
 
 
 def test_the_slice_readers_hold_both_answers():
     model = VelaCalibratedCost("ethos-u55-128")
-    copied = {r for r in SLICE_READERS if slice_prices(*_with_readers(*_slice_read_by(r)), _types(_slice_read_by(r)[0]), model)["s"] > 0}
+    copied = {r for r in SLICE_READERS if slice_prices(live(*_slice_read_by(r), _types(_slice_read_by(r)[0]), model))["s"] > 0}
     assert copied == {("transpose",), ("slice",), ("reshape",), ("output",), ("clamp", "transpose"), ("unit-reshape-slice",)}
 
 
@@ -449,7 +474,7 @@ def test_a_transpose_alone_behind_a_slice_is_folded_into_its_copy_where_vela_fol
     }
     types = {"x": wide, "pre": wide, "s": shape, "t": [shape[p] for p in perm]}
     type_of = lambda value: TensorType(tuple(types[value]), "torch.int8")  # noqa: E731
-    assert folded_transposes(graph, readers_of(graph, ["t"]), VelaCalibratedCost(target), type_of) == (["t"] if folded else [])
+    assert folded_transposes(live(graph, ["t"], type_of, VelaCalibratedCost(target))) == (["t"] if folded else [])
 
 
 UNIT_RESHAPE_TRANSPOSES = [
@@ -480,12 +505,13 @@ def test_a_transpose_behind_a_unit_reshape_runs_in_the_passes_of_the_reshapes_in
     graph = {"x": leaf("x"), "r": Term("Reshape", ("x",), (reshaped,)), "t": Term("Transpose", ("r",), (perm,))}
     types = {"x": TensorType(source, "torch.int8"), "r": TensorType(reshaped, "torch.int8"), "t": TensorType(out, "torch.int8")}
     model = VelaCalibratedCost(target)
-    prices = transposes_behind_unit_reshapes(graph, readers_of(graph, ["t", "r"] if returned else ["t"]), types.get, model)
+    g = live(graph, ["t", "r"] if returned else ["t"], types.get, model)
+    moved = prices(transposes_behind_unit_reshapes(g), g)
     shape, permutation = (source, moved_perm) if moved_perm else (reshaped, perm)
     assert len(layers) == len(transpose_passes(shape, permutation, target_family(target)))
-    assert set(prices) == ({"t"} if moved_perm else set())
+    assert set(moved) == ({"t"} if moved_perm else set())
     if moved_perm:
-        assert prices["t"] == model.cost(Term("Transpose", ("x",), (moved_perm,)), types["t"], [types["x"]])
+        assert moved["t"] == model.cost(Term("Transpose", ("x",), (moved_perm,)), types["t"], [types["x"]])
 
 
 WIDE = TensorType((1, 64, 32), "torch.int32")
@@ -647,7 +673,7 @@ def test_a_batched_slice_is_folded_or_copied_one_leading_index_at_a_time_as_vela
     copies = [layer for layer in layers if layer.operator == "MemoryCopy" and layer.source_operator == "Slice"]
     model = VelaCalibratedCost(target)
     type_of = lambda value: TensorType(tuple(types[value]), "torch.int8")  # noqa: E731
-    price = slice_prices(graph, readers_of(graph, ["r"]), type_of, model)["s"]
+    price = slice_prices(live(graph, ["r"], type_of, model))["s"]
     assert len(copies) == (48 if reader == "reshape" else 0)
     assert price == (model.batched_copies(type_of("s")) if copies else 0.0)
     if copies:  # within the batched-copy fit's error of what Vela charges
@@ -721,7 +747,7 @@ def test_a_batched_slice_that_a_convolution_reads_is_copied_as_vela_does(target)
     type_of = lambda value: TensorType(tuple(types[value]), "torch.int8")  # noqa: E731
     model = VelaCalibratedCost(target)
     assert len(copies) == 8
-    price = slice_prices(graph, readers_of(graph, ["conv"]), type_of, model)["s"]
+    price = slice_prices(live(graph, ["conv"], type_of, model))["s"]
     assert price == model.batched_copies(type_of("s"))
     assert sum(layer.cycles_total for layer in copies) == pytest.approx(price, rel=0.3)
 
@@ -781,7 +807,7 @@ def test_an_int32_reshape_behind_an_int32_slice_is_not_removed_as_vela_does(targ
     types = {"x": TensorType((1, 1, 32, 32), "torch.int8"), "p": TensorType(tuple(wide), "torch.int32"), "s": TensorType(tuple(half), "torch.int32"),
              "r": TensorType(tuple(flat), "torch.int32"), "out": TensorType(tuple(flat), "torch.int8")}
     assert standalone_rescale > 0
-    assert removed_accumulator_reshapes(graph, readers_of(graph, ["out"]), types.get) == []
+    assert removed_accumulator_reshapes(live(graph, ["out"], types.get)) == []
     assert value_costs(graph, ["out"], types.get, VelaCalibratedCost(target))["r"] > 0
 
 
@@ -863,7 +889,7 @@ def test_a_concat_copies_the_inputs_vela_cannot_write_in_place(target, first):
     model = VelaCalibratedCost(target)
     shapes = {"x0": {"transpose": [1, 16, 8, 8], "slice": [1, 8, 8, 32], "reshape": [1, 8, 128], "reshaped-conv": [1, 1, 64, 8]}.get(first, [1, 8, 8, 8]), "x1": [1, 8, 8, 8], "c0": {"transpose": [1, 16, 8, 8], "reshape": [1, 8, 128]}.get(first, [1, 8, 8, 32]), "cat": [1, 8, 8, 32], "acc0": [1, 1, 64, 16] if first == "reshaped-conv" else [1, 8, 8, 16]}
     type_of = lambda value: TensorType(tuple(shapes.get(value, [1, 8, 8, 16])), "torch.int32" if value.startswith(("acc", "wide")) else "torch.int8")  # noqa: E731
-    price = concat_prices(graph, readers_of(graph, roots), type_of, model)["cat"]
+    price = concat_prices(live(graph, roots, type_of, model))["cat"]
     assert price == pytest.approx(len(copies) * model.memory_copy(TensorType((1, 8, 8, 16), "torch.int8")))
     assert len(copies) == (0 if first in ("conv", "rescale") else 1)
 
@@ -923,7 +949,7 @@ def test_a_concat_with_a_batched_output_writes_unbatched_inputs_in_place_as_vela
     shapes = {"cat": out} | {f"r{i}": [math.prod(shape[:-1]), shape[-1]] for i in range(arity)}
     type_of = lambda value: TensorType(tuple(shapes.get(value, shape)), "torch.int8")  # noqa: E731
     model = VelaCalibratedCost(target)
-    price = concat_prices(graph, readers_of(graph, ["cat"]), type_of, model)["cat"]
+    price = concat_prices(live(graph, ["cat"], type_of, model))["cat"]
     copied_inputs = len(copies) // math.prod(shape[:-3]) if len(shape) > 3 else len(copies)
     assert copied_inputs == (arity if kind in ("input", "reshape") or math.prod(shape[:-3]) > 1 else 0)
     assert price == pytest.approx(copied_inputs * model.batched_copies(TensorType(tuple(shape), "torch.int8")))
@@ -953,7 +979,7 @@ def test_a_copied_concat_input_is_priced_as_vela_charges_it_on_ethos_u85():
         graph = {"x": leaf("x"), "w": leaf("w"), "acc": Term("Opaque", ("v", "w"), ("tosa.CONV2D.default#1",)), "v": leaf("v")}
         graph |= {"y": Term("Rescale", ("acc",), ("torch.int8", (3,) * shape[3], (30,) * shape[3], 0, 0, "")), "cat": Term("Concat", ("x", "y"), (3,))}
         type_of = lambda value: TensorType(tuple(out if value == "cat" else shape), "torch.int32" if value == "acc" else "torch.int8")  # noqa: E731
-        price = concat_prices(graph, readers_of(graph, ["cat"]), type_of, model)["cat"]
+        price = concat_prices(live(graph, ["cat"], type_of, model))["cat"]
         assert price == model.memory_copy(type_of("x"))
         errors.append(abs(price - vela) / vela)
         slice_model = model.data["models"]["isolated/slice/int8"]
@@ -985,11 +1011,11 @@ def _every_context() -> tuple[dict, list[str], object]:
 
 def test_a_graph_cost_builds_the_graph_readers_once(model, monkeypatch):
     """Every context reads one reader map per evaluation (a whole-graph evaluation used to build one per context)."""
-    import eqsat.extract.cost as cost
+    import eqsat.extract.layers as layers
 
     built = []
-    real = cost.readers_of
-    monkeypatch.setattr(cost, "readers_of", lambda graph, roots: built.append(graph) or real(graph, roots))
+    real = layers.readers_of
+    monkeypatch.setattr(layers, "readers_of", lambda graph, roots: built.append(graph) or real(graph, roots))
     graph, roots, type_of = _every_context()
     graph_cost(graph, roots, type_of, model)
     value_costs(graph, roots, type_of, model)
@@ -1001,9 +1027,9 @@ def test_the_contexts_read_the_readers_they_are_given(model):
     folded, and copied once the Readers also return it."""
     graph = {"x": leaf("x"), "s": Term("Slice", ("x",), ((0, 0, 0), (1, 8, 32))), "c": unary("tosa.CLAMP.default#1", "s")}
     readers = readers_of(graph, ["c"])
-    assert slice_prices(graph, readers, lambda _value: TYPE, model)["s"] == 0
+    assert slice_prices(LiveGraph(graph, readers, lambda _value: TYPE, model))["s"] == 0
     returned = type(readers)(readers.of, readers.outputs + type(readers.outputs)(["s"]))
-    assert slice_prices(graph, returned, lambda _value: TYPE, model)["s"] == model.memory_copy(TYPE)
+    assert slice_prices(LiveGraph(graph, returned, lambda _value: TYPE, model))["s"] == model.memory_copy(TYPE)
 
 
 def test_a_copy_of_a_tensor_type_is_priced_once_per_model(model, monkeypatch):
@@ -1158,7 +1184,7 @@ def test_an_output_rescale_costs_nothing_more_does_not_fire_on_an_ethos_u55_mul(
 
 def test_an_output_rescale_costs_nothing_more_does_not_fire_when_its_producer_is_a_reduce_sum():
     """Vela runs a REDUCE_SUM's output RESCALE alone beside another reader too, for 240 cycles at (1, 64, 1), but the
-    standalone rescale fit prices that rescale near 1900 cycles: left out (see cost.OUTPUT_RESCALE_PRODUCERS)."""
+    standalone rescale fit prices that rescale near 1900 cycles: left out (see layers.OUTPUT_RESCALE_PRODUCERS)."""
     target = "ethos-u85-256"
     model = VelaCalibratedCost(target)
     shape, summed = [1, 64, 32], [1, 64, 1]
@@ -1237,7 +1263,6 @@ def test_an_add_or_sub_runs_with_its_rescales_alone_unless_vela_fuses_them_on_et
     the other by less (the Arm backend's pair for inputs of different scales) and its int32 output is read by one output
     RESCALE alone; otherwise each rescale is a layer of its own (the second output RESCALE is the graph's last layer).
     unfused_add_subs says which, and graph_cost charges the unfused ADD's layers within a quarter of Vela's."""
-    from eqsat.extract.cost import unfused_add_subs
 
     target = "ethos-u55-128"
     model = VelaCalibratedCost(target)
@@ -1245,7 +1270,7 @@ def test_an_add_or_sub_runs_with_its_rescales_alone_unless_vela_fuses_them_on_et
     found = [(layer.source_operator, layer.cycles_total) for layer in estimate(tosa, target).layers]
     name = op.capitalize()
     assert found == [(name if kind == "Add" else kind, cycles) for kind, cycles in layers]
-    assert (unfused_add_subs(graph, readers_of(graph, roots), types.get, model) == {"z"}) == (layers != FUSED)
+    assert (unfused_add_subs(live(graph, roots, types.get, model)) == {"z"}) == (layers != FUSED)
     if layers != FUSED:
         alone = sum(model.cost(t, types[v], [types.get(a) for a in t.args]) for v, t in graph.items())
         assert graph_cost(graph, roots, types.get, model) - alone == pytest.approx(sum(c for _, c in layers) - 2560, rel=0.25)
@@ -1254,12 +1279,11 @@ def test_an_add_or_sub_runs_with_its_rescales_alone_unless_vela_fuses_them_on_et
 @pytest.mark.parametrize("scales", [(2.0**19, 2.0**19), (2.0**18, 0.7 * 2**18)])
 def test_an_add_runs_with_its_rescales_fused_does_not_fire_on_ethos_u85(scales):
     """Ethos-U85 fuses both input rescales into the ADD whatever their scales (one 512-cycle layer)."""
-    from eqsat.extract.cost import unfused_add_subs
 
     target = "ethos-u85-256"
     tosa, graph, types, roots = _add_of_rescales("ADD", scales, "alone")
     assert [(layer.source_operator, layer.cycles_total) for layer in estimate(tosa, target).layers] == [("Add", 512)]
-    assert unfused_add_subs(graph, readers_of(graph, roots), types.get, VelaCalibratedCost(target)) == set()
+    assert unfused_add_subs(live(graph, roots, types.get, VelaCalibratedCost(target))) == set()
 
 
 SCALED = [1, 4, 32, 12]
@@ -1328,7 +1352,7 @@ def test_a_scalar_rescale_behind_its_int32_reshape_is_still_its_mul_input_rescal
     graph is priced as run alone."""
     for reshape_first in (False, True):
         _, graph, roots, types = _scaled_by_one_scalar(False, reshape_first)
-        assert shared_input_rescales(graph, readers_of(graph, roots), types.get, model) == {}
+        assert input_rescales_alone(live(graph, roots, types.get, model)) == {}
 
 
 def test_a_chain_of_removed_reshapes_behind_an_input_rescale_is_walked_whatever_its_length():
@@ -1340,7 +1364,7 @@ def test_a_chain_of_removed_reshapes_behind_an_input_rescale_is_walked_whatever_
         graph[f"r{i}"] = Term("Reshape", (f"r{i - 1}",), ((1, 64, 32),))
     graph["z"] = Term("Elementwise", ("r4999", "b"), ("tosa.MUL.default#3",))
     types = {value: WIDE for value in graph} | {"x": TYPE, "y": TYPE}
-    assert shared_input_rescales(graph, readers_of(graph, ["z"]), types.get, model) == {}
+    assert input_rescales_alone(live(graph, ["z"], types.get, model)) == {}
 
 
 @pytest.mark.parametrize("target", ["ethos-u55-128", "ethos-u85-256"])
@@ -1371,4 +1395,16 @@ def test_an_int32_reshape_between_an_input_rescale_and_its_op_fuses_as_without_i
     graph = {"x": leaf("x"), "y": leaf("y"), "a0": input_rescale("x", 1), "a": Term("Reshape", ("a0",), (tuple(shape),)), "b": input_rescale("y", 2)}
     graph |= {"z": Term("Elementwise", ("a", "b"), (f"tosa.{op}.default#3",)), "out": output_rescale("z", 4)}
     types = {"x": TensorType(tuple(flat), "torch.int8"), "y": narrow, "a0": TensorType(tuple(flat), "torch.int32"), "a": wide, "b": wide, "z": wide, "out": narrow}
-    assert shared_input_rescales(graph, readers_of(graph, ["out"]), types.get, model) == {}
+    assert input_rescales_alone(live(graph, ["out"], types.get, model)) == {}
+
+
+def test_the_cost_model_doc_lists_every_decision_as_its_docstring_says():
+    """docs/cost_model.md's "Layer formation" section is the decisions' docstrings (`python -m eqsat.extract.layers`)."""
+    from pathlib import Path
+
+    from eqsat.extract.layers import DECISIONS, decisions_markdown
+
+    doc = (Path(__file__).parents[2] / "docs" / "cost_model.md").read_text()
+    start = doc.index("-->\n", doc.index("<!-- generated from the docstrings of eqsat/extract/layers.py")) + len("-->\n")
+    assert doc[start : doc.index("<!-- end of the generated section -->")] == decisions_markdown()
+    assert all(f"### `{decision.__name__}`" in doc for decision in DECISIONS)

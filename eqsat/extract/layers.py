@@ -1,0 +1,701 @@
+"""Layer formation: the layers Vela runs for a candidate graph.
+
+Vela does not run a TOSA graph op by op. Its graph optimiser (regor
+compiler/graphir_optimiser.cpp) removes reshapes, turns slices and concats into
+MemoryCopy ops and moves those copies into the ops around them, and fuses
+RESCALEs into their producers or consumers; its scheduler
+(compiler/scheduler_packing.cpp, `SchedulerPacking::PackOperations`) then packs
+an activation (a CLAMP or a TABLE) or, on Ethos-U85, a TRANSPOSE into the op in
+front of it. What a graph costs is what these layers cost, so the cost model
+prices layers, not ops: `form_layers` turns a candidate graph into the layers
+Vela would run, and `eqsat.extract.cost.layer_cycles` prices each one.
+
+Each decision is one function below. Its docstring cites the regor function
+whose condition it follows and what was measured with hand-built graphs
+(tests/extract/test_layers.py checks each against Vela, where it applies and
+where it does not). Every op that no decision touches runs as a layer of its
+own (`LayerKind.OP`), priced from its term as calibrated (eqsat.extract.vela_cost).
+
+A layer that a decision adds beside an op's own layer (a RESCALE that runs
+alone) is priced as what Vela's layer costs beyond the op's calibrated share:
+the RESCALE families are fitted jointly on whole blocks (eqsat/calibration/fit.py),
+where the share of a fused rescale is what its term costs.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import TYPE_CHECKING, Callable, Hashable, Iterable, NamedTuple
+
+from eqsat.ir import TensorType, Term
+from eqsat.extract import vela_cost
+from eqsat.extract.greedy import reachable
+
+if TYPE_CHECKING:
+    from eqsat.extract.cost import CostModel
+
+
+class LayerKind(StrEnum):
+    """What a layer of Vela's runs; `eqsat.extract.cost.layer_cycles` prices each kind."""
+
+    OP = "op"
+    """The op's own layer (or chain of passes), priced from its term."""
+    TRANSPOSE_IN_SHAPE = "transpose in another shape"
+    """A TRANSPOSE run in the shape of the RESHAPE input in front of it; args: (permutation, that input's type)."""
+    RESHAPE_COPY = "reshape copy"
+    """A MemoryCopy of a RESHAPE's input; args: (the input's type,)."""
+    COPY = "copy"
+    """A MemoryCopy of a SLICE's output or of a CONCAT input, one per leading index beyond HWC; args: (its type,)."""
+    TRANSPOSING_COPY = "transposing copy"
+    """A SLICE's MemoryCopy that also writes the TRANSPOSE behind it; args: (the slice's type, the permutation)."""
+    INPUT_RESCALE_ALONE = "input rescale alone"
+    """An input RESCALE (into int32) that no op fuses; args: (its source type, its type)."""
+    INPUT_RESCALE_BESIDE_INT32 = "input rescale beside int32"
+    """An input RESCALE whose reader's other operand is a plain int32 tensor; args: (the reader's term, source type, type)."""
+    OUTPUT_RESCALE_ALONE = "output rescale alone"
+    """An output RESCALE (from int32) that no producer fuses; args: (the int32 accumulator's type,)."""
+
+
+class Layer(NamedTuple):
+    value: Hashable
+    """The value whose op the layer runs or copies (Vela names most layers after the tensor they write)."""
+    kind: LayerKind
+    args: tuple = ()
+    """What the layer's price reads beyond the value's own term (see LayerKind)."""
+
+
+@dataclass(frozen=True)
+class Readers:
+    """Who reads each value of a graph: `of[v]` the values whose terms read v, once per operand slot, in the
+    graph's order (x * x reads x twice); `outputs` how many times the graph returns each value; `counts` the
+    two added (values nothing reads are absent)."""
+
+    of: dict[Hashable, list[Hashable]]
+    outputs: Counter
+    counts: dict[Hashable, int] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        counts = {value: len(reads) for value, reads in self.of.items()}
+        for value, times in self.outputs.items():
+            counts[value] = counts.get(value, 0) + times
+        object.__setattr__(self, "counts", counts)
+
+    def count(self, value: Hashable) -> int:
+        """How many times value is read: once per operand slot that reads it, once per graph output."""
+        return self.counts.get(value, 0)
+
+
+def readers_of(graph: dict[Hashable, Term], roots: Iterable[Hashable]) -> Readers:
+    """The Readers of graph, whose outputs are roots."""
+    of: dict[Hashable, list[Hashable]] = {}
+    for value, term in graph.items():
+        for arg in term.args:
+            if arg in of:
+                of[arg].append(value)
+            else:
+                of[arg] = [value]
+    return Readers(of, Counter(roots))
+
+
+@dataclass(frozen=True)
+class LiveGraph:
+    """What every decision reads: the terms the graph outputs read (each value to the term computing it; operands are
+    values of it or leaves), who reads them, their types, and the target's cost model (for what the target fuses)."""
+
+    terms: dict[Hashable, Term]
+    readers: Readers
+    type_of: Callable[[Hashable], TensorType | None]
+    model: CostModel
+
+    @classmethod
+    def of(cls, graph: dict[Hashable, Term], roots: list[Hashable], type_of: Callable[[Hashable], TensorType | None], model: CostModel) -> LiveGraph:
+        """The part of graph that roots read."""
+        live = {value: graph[value] for value in reachable(graph, roots)}
+        return cls(live, readers_of(live, roots), type_of, model)
+
+
+# ---------------------------------------------------------------- helpers the decisions share
+
+
+def opaque_name(term: Term) -> str:
+    """The short TOSA name of an opaque or elementwise term's op ("" for other terms)."""
+    key = term.attrs[0] if term.attrs and isinstance(term.attrs[0], str) else ""
+    return vela_cost.short_op_name(key.partition("#")[0])
+
+
+def is_rescale(term: Term | None) -> bool:
+    return term is not None and (term.op == "Rescale" or (term.op in ("Opaque", "Elementwise") and opaque_name(term) == "RESCALE"))
+
+
+def is_input_rescale(term: Term, out: TensorType | None) -> bool:
+    """A per-tensor RESCALE into int32: the input scaling of the ADD, SUB or MUL that reads it."""
+    if term.op == "Rescale":
+        return term.attrs[0] == "torch.int32" and len(term.attrs[1]) == 1
+    return term.op == "Elementwise" and opaque_name(term) == "RESCALE" and out is not None and out.dtype == "torch.int32"
+
+
+def is_output_rescale(term: Term, source: TensorType | None, out: TensorType | None) -> bool:
+    """A per-tensor RESCALE from int32 to int8 or int16: the output scaling of the op in front of it."""
+    narrow = vela_cost.dtype_name(source) == "int32" and vela_cost.dtype_name(out) in ("int8", "int16")
+    if term.op == "Rescale":
+        return narrow and len(term.attrs[1]) == 1
+    return narrow and term.op == "Elementwise" and opaque_name(term) == "RESCALE"
+
+
+def rescale_scale(term: Term) -> float | None:
+    """The scale of a per-tensor `Rescale` term (its multiplier over 2^shift); None for an opaque RESCALE."""
+    return term.attrs[1][0] / 2.0 ** term.attrs[2][0] if term.op == "Rescale" and len(term.attrs[1]) == 1 else None
+
+
+def behind_removed_reshapes(g: LiveGraph, value: Hashable) -> Hashable:
+    """What an op reading value reads to Vela: the input of every RESHAPE in between that Vela removes (one whose
+    input nothing else reads), so that an input RESCALE behind an int32 RESHAPE is still its reader's input rescale."""
+    term = g.terms.get(value)
+    while term is not None and term.op == "Reshape" and term.args and g.readers.count(term.args[0]) == 1:
+        value = term.args[0]
+        term = g.terms.get(value)
+    return value
+
+
+def readers_behind_removed_reshapes(g: LiveGraph, value: Hashable) -> tuple[list[Hashable], int]:
+    """The ops that read value to Vela, through the RESHAPEs it removes (value's one reader), and how many times value
+    is read so (graph outputs included)."""
+    reads, count = [], 0
+    while True:  # along a chain of removed reshapes, each the one reader of the value before
+        count += g.readers.outputs.get(value, 0)
+        through = None
+        for reader in g.readers.of.get(value, ()):
+            term = g.terms.get(reader)
+            if term is not None and term.op == "Reshape" and g.readers.count(value) == 1:
+                through = reader
+            else:
+                reads.append(reader)
+                count += 1
+        if through is None:
+            return reads, count
+        value = through
+
+
+def is_read_once_input_rescale(g: LiveGraph, value: Hashable) -> bool:
+    """value is an input RESCALE that one op reads once, through the RESHAPEs Vela removes: one Vela can fuse."""
+    return value in g.terms and is_input_rescale(g.terms[value], g.type_of(value)) and readers_behind_removed_reshapes(g, value)[1] == 1
+
+
+def squeezed(shape: tuple[int, ...]) -> tuple[int, ...]:
+    """shape without its unit axes (regor Squeeze, compiler/shape_util.hpp)."""
+    return tuple(d for d in shape if d != 1)
+
+
+def drops_leading_ones_only(source: TensorType | None, target: TensorType | None) -> bool:
+    """A reshape that only adds or drops leading 1s: the same tensor in Vela's padded 4-D shapes."""
+
+    def core(t: TensorType) -> tuple[int, ...]:
+        dims = list(t.shape)
+        while dims and dims[0] == 1:
+            dims.pop(0)
+        return tuple(dims)
+
+    return source is not None and target is not None and core(source) == core(target)
+
+
+# ---------------------------------------------------------------- reshapes
+
+
+def copied_reshapes(g: LiveGraph) -> list[Hashable]:
+    """The RESHAPEs that Vela runs as a MemoryCopy of their input rather than removing them.
+
+    regor `GraphIrOptimiser::RemoveReshape` (compiler/graphir_optimiser.cpp) inserts a copy in front of a reshape
+    whose input has more than one reader (a graph output counts), whatever computes that input (another RESHAPE
+    included). Measured on both targets: a reshape read by two CLAMPs, SLICEs or TRANSPOSEs is removed; one whose
+    input a CLAMP (or a SLICE) and k RESHAPEs read is k copies, one per reshape reader (conformer-block, U85:
+    a (1, 32, 12, 8) reshape read by two reshapes, 3608 + 3608 cycles). On tds-conv1d (U55) exactly the 3 of 14
+    reshapes this picks were copies, 10552 of 102464 NPU cycles. Not modelled: two chains of two reshapes that read
+    one CLAMP are one copy, not two.
+    """
+    return [value for value, term in g.terms.items() if term.op == "Reshape" and g.readers.count(term.args[0]) > 1]
+
+
+ACCUMULATING_OPS = frozenset({"Opaque", "Elementwise"})
+"""The terms that write an int32 accumulator themselves (a CONV2D, a MATMUL, an ADD, SUB or MUL), not data movement:
+a reshape behind an int32 SLICE is copied along with the slice (conformer-block, Ethos-U55: 4448 cycles of copy and
+a standalone RESCALE)."""
+
+
+def removed_accumulator_reshapes(g: LiveGraph) -> list[Hashable]:
+    """The int32 RESHAPEs that Vela removes between an accumulating producer and its output RESCALE.
+
+    An int32 reshape runs as a MemoryCopy and leaves its RESCALE alone (`VelaCalibratedCost.cost` prices both),
+    except when it alone reads the output of an accumulating op (ACCUMULATING_OPS) and only RESCALEs read it: then
+    regor's `RemoveReshape` removes it and `GraphIrOptimiser::FuseRescale` fuses the RESCALE into the producer
+    (`CanFuseRescaleOnProducer`, compiler/graphir_optimiser.cpp). Measured on both targets for an ADD
+    (1, 8, 16, 8) -> (8, 1, 16, 8) and a CONV2D whose output is reshaped to rank 3 or to another channel count,
+    per-tensor or per-channel (0 cycles for the reshape, the producer's layer unchanged; bandwise-mlp's one such
+    reshape). A chain of such reshapes, each the one reader of the one before, is removed whole:
+    (1, 8, 16, 8) -> (1, 128, 8) -> (128, 8) behind an ADD or a CONV2D costs nothing on Ethos-U85.
+    """
+    terms, outputs, readers = g.terms, g.readers.outputs, g.readers.of
+
+    def int32_reshape(value: Hashable) -> bool:
+        return value in terms and terms[value].op == "Reshape" and value not in outputs and vela_cost.dtype_name(g.type_of(value)) == "int32"
+
+    def removed(value: Hashable) -> bool:
+        first = value
+        while int32_reshape(terms[first].args[0]) and readers.get(terms[first].args[0]) == [first]:
+            first = terms[first].args[0]
+        producer = terms[first].args[0]
+        last = value
+        while len(readers.get(last, [])) == 1 and int32_reshape(readers[last][0]):
+            last = readers[last][0]
+        return (
+            producer in terms
+            and terms[producer].op in ACCUMULATING_OPS
+            and bool(terms[producer].args)
+            and producer not in outputs
+            and readers.get(producer) == [first]
+            and bool(readers.get(last))
+            and all(is_rescale(terms[r]) for r in readers[last])
+        )
+
+    return [value for value, term in terms.items() if term.op == "Reshape" and int32_reshape(value) and removed(value)]
+
+
+# ---------------------------------------------------------------- transposes
+
+
+FOLDED_PERMUTATIONS = frozenset({(0, 3, 1, 2)})
+"""The transposes calibration saw folded: a CONV2D's NHWC output written as NCHW (ctx_transpose_conv).
+Others are not assumed folded: taking a MATMUL's output or a rank-3 transpose for free cost
+attention-permute a 12.8% win on Ethos-U85 that Vela measured."""
+
+
+def _is_convolution_output(g: LiveGraph, value: Hashable) -> bool:
+    """value is a convolution's output, after its per-channel output RESCALE if it has one."""
+    term = g.terms.get(value)
+    if term is None:
+        return False
+    if (term.op == "Rescale" and len(term.attrs[1]) > 1) or (term.op == "Opaque" and opaque_name(term) == "RESCALE"):
+        term = g.terms.get(term.args[0]) if term.args else None
+    return term is not None and term.op == "Opaque" and opaque_name(term) in ("CONV2D", "convolution")
+
+
+def _copied_slice_output(g: LiveGraph, value: Hashable, perm: tuple[int, ...]) -> bool:
+    """value is an int8/int16 SLICE's output (which Vela copies for a TRANSPOSE reader) that the transpose
+    by perm moves in one pass: the copy writes it transposed."""
+    term, out = g.terms.get(value), g.type_of(value)
+    return (
+        term is not None
+        and term.op == "Slice"
+        and out is not None
+        and not vela_cost.is_batched(out)
+        and vela_cost.dtype_name(out) in ("int8", "int16")
+        and len(vela_cost.transpose_passes(tuple(out.shape), perm, vela_cost.target_family(g.model.target))) == 1
+    )
+
+
+def folded_transposes(g: LiveGraph) -> list[Hashable]:
+    """The TRANSPOSEs that Vela folds into the write of the op in front of them: no layer of their own.
+
+    regor `SchedulerPacking::PackOperations` and `CanPack` (compiler/scheduler_packing.cpp) pack a TRANSPOSE into
+    the op whose output it alone reads (one reader, not a graph output), where the architecture's op group
+    accepts it (`EthosU85OpGroup::Fuse`, architecture/ethosu85/ethos_u85.cpp: one transpose, natively supported
+    by the primary op; Ethos-U55 fuses none, `folds_transpose_into_producer`). Measured on Ethos-U85: a CONV2D's
+    output (after its output RESCALE) written NHWC -> NCHW (the layer is named after the transpose's output), and
+    a SLICE's MemoryCopy that a one-pass transpose moves, for rank-2 to rank-4 permutations; not a transpose of
+    several passes, nor a batched slice. On a small model whose conv output was also returned as it was, a rewrite
+    that gave that output a second reader cost +63% cycles_total on U85.
+    """
+    if not g.model.folds_transpose_into_producer:
+        return []
+    return [
+        value
+        for value, term in g.terms.items()
+        if term.op == "Transpose"
+        and g.readers.count(term.args[0]) == 1
+        and (
+            (tuple(term.attrs[0]) in FOLDED_PERMUTATIONS and _is_convolution_output(g, term.args[0]))
+            or _copied_slice_output(g, term.args[0], tuple(term.attrs[0]))
+        )
+    ]
+
+
+def permutation_before_unit_reshape(before: tuple[int, ...], after: tuple[int, ...], perm: tuple[int, ...]) -> tuple[int, ...]:
+    """The permutation of shape `before` that moves its non-unit axes as perm moves them in shape `after`
+    (the same axes less or more unit ones), its unit axes left in place (regor
+    RecalculatePermutationForNonUnitAxes, compiler/graphir_optimiser.cpp)."""
+    non_unit_before = [i for i, d in enumerate(before) if d != 1]
+    rank_after = {axis: r for r, axis in enumerate(i for i, d in enumerate(after) if d != 1)}
+    moved = iter(non_unit_before[rank_after[p]] for p in perm if p in rank_after)
+    return tuple(i if d == 1 else next(moved) for i, d in enumerate(before))
+
+
+def transposes_behind_unit_reshapes(g: LiveGraph) -> dict[Hashable, Layer]:
+    """The TRANSPOSEs that Vela runs in the shape in front of the RESHAPE they read, as that layer.
+
+    regor `GraphIrOptimiser::CanonicaliseReshapeTransposePattern` (compiler/graphir_optimiser.cpp), before any
+    reshape is removed: a RESHAPE that only adds or drops unit axes (equal `squeezed` shapes), whose output one
+    TRANSPOSE alone reads (`IsSinglePath`), is moved behind the transpose, and the transpose runs on the
+    reshape's input with its permutation recalculated (`permutation_before_unit_reshape`). Its passes follow
+    that shape: a (4, 16, 256) transpose by (0, 2, 1) is one pass on Ethos-U85 (12800 cycles), behind a
+    (4, 16, 256, 1) -> (4, 16, 256) reshape it is five passes of (4, 16, 256, 1) by (0, 2, 1, 3) (222452 cycles);
+    an Arm backend rank-5 permute/view test case came out 16.6% slower for it.
+    """
+    layers = {}
+    for value, term in g.terms.items():
+        if term.op != "Transpose" or not term.args:
+            continue
+        reshape = g.terms.get(term.args[0])
+        if reshape is None or reshape.op != "Reshape" or g.readers.count(term.args[0]) != 1:
+            continue
+        source, reshaped = g.type_of(reshape.args[0]), g.type_of(term.args[0])
+        if source is None or reshaped is None or squeezed(source.shape) != squeezed(reshaped.shape) or source.shape == reshaped.shape:
+            continue
+        perm = permutation_before_unit_reshape(tuple(source.shape), tuple(reshaped.shape), tuple(term.attrs[0]))
+        layers[value] = Layer(value, LayerKind.TRANSPOSE_IN_SHAPE, (perm, source))
+    return layers
+
+
+# ---------------------------------------------------------------- activations
+
+
+TABLE_FUSING_PRODUCERS = frozenset({"Rescale", "Transpose"})
+"""The ops whose output write Vela fuses an int8 TABLE into, as measured; an opaque RESCALE counts as a Rescale."""
+
+
+def _fuses_table(term: Term | None) -> bool:
+    return term is not None and (term.op in TABLE_FUSING_PRODUCERS or (term.op in ("Opaque", "Elementwise") and opaque_name(term) == "RESCALE"))
+
+
+def fused_tables(g: LiveGraph) -> list[Hashable]:
+    """The int8 TABLEs that Vela runs as the activation of the op in front of them: no layer of their own.
+
+    regor `SchedulerPacking::PackOperations` (compiler/scheduler_packing.cpp) packs an activation (a TABLE is a
+    LUT) into the primary op when `CanPack` allows it: the op's output has one reader and one writer and is not a
+    graph output. Measured the same on both targets: a TABLE behind a RESCALE (alone, or the output scaling of an
+    ADD, MUL or convolution) or a TRANSPOSE is a `LUT` layer of 0 cycles; behind a CLAMP (itself an activation,
+    `EthosU85OpGroup::Fuse`: no two activations), a SLICE, a graph input, or an op whose output has another reader,
+    it runs as its own layer. On emg-gru-gesture all 51 TABLEs are fused.
+    """
+    return [
+        value
+        for value, term in g.terms.items()
+        if term.op == "Table"
+        and vela_cost.dtype_name(g.type_of(term.args[0])) == "int8"
+        and g.readers.count(term.args[0]) == 1
+        and _fuses_table(g.terms.get(term.args[0]))
+    ]
+
+
+# ---------------------------------------------------------------- slices and concats
+
+
+SLICE_COPYING_READERS = frozenset({"Transpose", "Slice", "Reshape"})
+"""The readers Vela cannot fold a SLICE into, as measured (see `copied_slices`)."""
+
+
+BATCHED_SLICE_FOLDING_READERS = frozenset({"Concat", "Elementwise", "Rescale"})
+"""The readers Vela folds a batched SLICE (leading dimensions beyond HWC) into, as measured: a CONCAT, a CLAMP,
+a RESCALE; it copies one read by a convolution (bandwise-mlp: an (8, 1, 1, 8) slice read by a CONV2D, 8 copies)."""
+
+
+def copied_slices(g: LiveGraph) -> list[Hashable]:
+    """The int8/int16 SLICEs that Vela runs as a MemoryCopy of their output; every other one is read through by
+    its readers and has no layer.
+
+    regor `GraphIrOptimiser::RewriteSlice` makes each SLICE a MemoryCopy, and `MoveSplitSliceToConsumer`
+    (compiler/graphir_optimiser.cpp) moves it into the read of each consumer except a RESHAPE (and a TILE, GATHER,
+    SCATTER or CPU op), a TRANSPOSE, or one that reads a slice already; a graph output keeps the copy. Measured the
+    same on both targets: a slice read by a CLAMP, an elementwise op, a RESCALE, a TABLE, a CONCAT or a convolution
+    has no layer; read by a TRANSPOSE, a SLICE or a RESHAPE, or returned, it is copied (emg-gru-gesture, U55:
+    16 of its 64 slices copied, 226 cycles each). A RESHAPE that only adds or drops leading 1s is the same tensor
+    to Vela: the slice is judged by that reshape's readers. A batched slice (leading dimensions beyond HWC) is
+    folded only into BATCHED_SLICE_FOLDING_READERS, and copied one leading index at a time: a (1, 48, 2, 7, 8)
+    slice read by a CONCAT, a CLAMP or a RESCALE has no layer, read by a RESHAPE it is 48 MemoryCopy layers
+    (band-split-frontend). int32 slices keep their calibrated price (`LayerKind.OP`).
+    """
+
+    def copied(value: Hashable, batched: bool) -> bool:
+        if g.readers.outputs.get(value):
+            return True
+        for reader in g.readers.of.get(value, ()):
+            term = g.terms[reader]
+            if term.args[0] != value:  # the copying readers read the slice as their first operand
+                continue
+            if term.op == "Reshape" and drops_leading_ones_only(g.type_of(value), g.type_of(reader)):
+                if copied(reader, batched):
+                    return True
+            elif term.op in SLICE_COPYING_READERS or (batched and term.op not in BATCHED_SLICE_FOLDING_READERS):
+                return True
+        return False
+
+    return [value for value in narrow_slices(g) if copied(value, vela_cost.is_batched(g.type_of(value)))]
+
+
+def narrow_slices(g: LiveGraph) -> list[Hashable]:
+    """The int8 and int16 SLICEs of g: those that Vela copies or reads through; an int32 one keeps its calibrated price."""
+    return [
+        value
+        for value, term in g.terms.items()
+        if term.op == "Slice" and g.type_of(value) is not None and vela_cost.dtype_name(g.type_of(value)) in ("int8", "int16")
+    ]
+
+
+def transposing_slice_copies(g: LiveGraph, folded: Iterable[Hashable]) -> dict[Hashable, Layer]:
+    """The SLICE copies that also write the folded TRANSPOSE behind them (`folded_transposes`): one layer for both,
+    priced as calibrated (`folded_transpose_copy`): neither the plain copy nor the transpose alone (a (1, 16, 16, 32)
+    slice transposed by (0, 3, 1, 2) on Ethos-U85: 4272 cycles, the plain copy's fit 7752)."""
+    layers = {}
+    for value in folded:
+        source = g.terms[value].args[0]
+        sliced = g.type_of(source)
+        if g.terms.get(source) is not None and g.terms[source].op == "Slice" and sliced is not None:
+            layers[source] = Layer(source, LayerKind.TRANSPOSING_COPY, (sliced, tuple(g.terms[value].attrs[0])))
+    return layers
+
+
+CONCAT_IN_PLACE_PRODUCERS = frozenset({"Opaque", "Elementwise", "Rescale", "Table", "Reduce"})
+"""The ops that Vela lets write their output straight into a concat's output, as measured: a convolution, a RESIZE, a
+CLAMP, a RESCALE. A TRANSPOSE, a SLICE, a CONCAT, a RESHAPE and a graph input are copied."""
+
+
+def copied_concat_inputs(g: LiveGraph) -> dict[Hashable, list[TensorType]]:
+    """For each int8/int16 CONCAT, the inputs Vela copies (one MemoryCopy each); its producer writes every other input
+    in place, and the concat has no layer of its own.
+
+    regor `GraphIrOptimiser::RewriteConcat` makes a CONCAT one MemoryCopy per input into its slice of the output, and
+    `MoveConcatSliceToProducer` (compiler/graphir_optimiser.cpp) lets the input's producer write that slice instead,
+    when the input is on a single path (`IsSinglePath`: the concat is its one reader), is not a graph input or
+    output, and its producer is not a RESHAPE, a data-layout op (TRANSPOSE), a CPU op, TILE, GATHER or SCATTER, and
+    not a non-elementwise op writing a batched (beyond HWC) tensor. Measured the same on both targets: two 1x1
+    convolutions concatenated along any axis cost nothing more; an input that is also returned, is a graph input,
+    or comes from a TRANSPOSE, SLICE or CONCAT costs one MemoryCopy (unet-skip, Ethos-U55: a RESIZE written in
+    place, the shared skip connection copied, 4480 cycles). Behind a RESHAPE an input is copied, even one that only
+    drops a leading 1 (emg-branch-fusion: two (1, 1, 32, k) -> (1, 32, k) inputs, 500 and 936 cycles), and so is a
+    RESCALE behind a RESHAPE, also when Vela removes that reshape and fuses the RESCALE into the convolution in
+    front of it (emg-branch-fusion, Ethos-U85: 337 and 370 cycles). A batched output changes nothing for its
+    unbatched inputs: eight (1, 1, 1, 16) RESCALE or CLAMP outputs stacked into (8, 1, 1, 16) are written in place,
+    eight RESHAPEs of them are 8 copies (emg-gru-gesture). A batched input is copied one leading index at a time
+    whatever computes it: two (2, 4, 4, 16) CLAMP outputs concatenated along any axis are 4 copies. int32 concats
+    keep their calibrated price (`LayerKind.OP`).
+    """
+
+    def in_place(value: Hashable, part: TensorType) -> bool:
+        term = g.terms.get(value)
+        return (
+            term is not None
+            and term.op in CONCAT_IN_PLACE_PRODUCERS
+            and bool(term.args)
+            and g.readers.count(value) == 1
+            and not g.readers.outputs.get(value)
+            and not vela_cost.is_batched(part)
+            and not (is_rescale(term) and g.terms.get(term.args[0]) is not None and g.terms[term.args[0]].op == "Reshape")
+        )
+
+    copied = {}
+    for value, term in g.terms.items():
+        if term.op != "Concat":
+            continue
+        out, parts = g.type_of(value), [(a, g.type_of(a)) for a in term.args]
+        if out is not None and vela_cost.dtype_name(out) in ("int8", "int16") and all(t is not None for _, t in parts):
+            copied[value] = [t for a, t in parts if not in_place(a, t)]
+    return copied
+
+
+# ---------------------------------------------------------------- rescales
+
+
+def unfused_add_subs(g: LiveGraph) -> set[Hashable]:
+    """The ADDs and SUBs that Vela runs as passes of their own, their input and output RESCALEs as layers of their own.
+
+    regor `GraphIrOptimiser::FuseRescale` fuses an ADD's or SUB's input RESCALEs into it only together
+    (`CanFuseMultipleRescalesOnConsumer`, compiler/graphir_optimiser.cpp), when the architecture supports the
+    resulting quantization (`SupportsQuantization`). On Ethos-U55 (`VelaCalibratedCost.fuses_add_sub`) that holds
+    only when both operands are input rescales that it alone reads, one scaling by exactly 2^19 and the other by
+    less (the pair the Arm backend emits for inputs of different scales; inputs of equal scales get 2^19 twice),
+    and one output RESCALE alone reads its int32 output: 3072 cycles for a (1, 64, 32) ADD fused, else 16384
+    (3072 + 2560 per input rescale, 2560 for the op, 2560 for its output rescale): a softmax's x - max(x), and a
+    residual ADD whose int32 sum another ADD also reads (tds-conv1d). Not modelled: an output RESCALE whose scale
+    is a power of two stays fused.
+    """
+    found = set()
+    for value, term in g.terms.items():
+        if term.op != "Elementwise" or opaque_name(term) not in ("ADD", "SUB"):
+            continue
+        operands = [behind_removed_reshapes(g, a) for a in term.args]
+        rescaled_alone = all(is_read_once_input_rescale(g, a) for a in operands)
+        reads = g.readers.of.get(value, ())
+        output_rescaled_alone = (
+            g.readers.count(value) == 1 and len(reads) == 1 and is_output_rescale(g.terms[reads[0]], g.type_of(value), g.type_of(reads[0]))
+        )
+        if not g.model.fuses_add_sub(tuple(rescale_scale(g.terms[a]) for a in operands) if rescaled_alone else None, output_rescaled_alone):
+            found.add(value)
+    return found
+
+
+def input_rescales_alone(g: LiveGraph, unfused: set[Hashable] = frozenset()) -> dict[Hashable, Layer]:
+    """The input RESCALEs (per tensor, into int32) that Vela runs as layers of their own.
+
+    regor `GraphIrOptimiser::FuseRescale` fuses an input RESCALE into the op that reads it
+    (`CanFuseRescaleOnConsumer`) only when that op is its one reader and one the target fuses into (ADD, SUB, MUL;
+    on Ethos-U55 an ADD or SUB only as `unfused_add_subs` says: one of those runs every rescale alone). Measured:
+    - Shared by several readers, it runs alone and its readers run without it (`INPUT_RESCALE_ALONE`): merging
+      every duplicate op of tds-conv1d, input rescales included, cost +18.8% cycles_total on U55 (a shared
+      (1, 64, 32) rescale: a 3072-cycle standalone rescale, and its MUL reader 2560 + 2560 instead of 2048
+      fused). An op reading one input rescale on both operands (x * x, a layer norm's variance) reads it twice.
+      A rescale shared by two MULs (a scalar's, which the e-graph shares once a reshape moves in front of it)
+      leaves each MUL a plain int32 operand (Ethos-U85, (1, 4, 32, 12): 86 cycles for the shared rescale, 3008 +
+      5664 per MUL for the other input and output rescales, against 384 per MUL with a rescale each).
+    - Read by an op whose other operand is a plain int32 tensor (no input rescale that Vela fuses writes it,
+      behind any RESHAPEs Vela removes), it runs alone too (`INPUT_RESCALE_BESIDE_INT32`): on Ethos-U85 a layer
+      that computes the op too ((1, 64, 32) ADD: 3456 cycles against 512 for the ADD of two rescaled operands); on
+      Ethos-U55 a rescale alone in front of the op's own pass ((1, 64, 32) MUL: 10752 cycles with its output
+      rescale, against 2048).
+    """
+
+    def fusing(reader) -> bool:
+        term = g.terms.get(reader)
+        return term is not None and term.op == "Elementwise" and g.model.fuses_input_rescale_into(opaque_name(term))
+
+    def fused_operand(value: Hashable) -> bool:
+        return is_read_once_input_rescale(g, behind_removed_reshapes(g, value))
+
+    layers = {}
+    for value, term in g.terms.items():  # in the graph's order, so that the sum of the prices is the same every run
+        if term.op not in ("Rescale", "Elementwise"):  # the ops is_input_rescale accepts
+            continue
+        if not g.readers.count(value) or not is_input_rescale(term, g.type_of(value)):
+            continue
+        source, out = g.type_of(term.args[0]), g.type_of(value)
+        reads, count = readers_behind_removed_reshapes(g, value)
+        if count > 1:
+            if any(map(fusing, reads)):
+                layers[value] = Layer(value, LayerKind.INPUT_RESCALE_ALONE, (source, out))
+        elif reads and fusing(reads[0]):
+            if not all(map(fused_operand, g.terms[reads[0]].args)):
+                layers[value] = Layer(value, LayerKind.INPUT_RESCALE_BESIDE_INT32, (g.terms[reads[0]], source, out))
+            elif reads[0] in unfused:
+                layers[value] = Layer(value, LayerKind.INPUT_RESCALE_ALONE, (source, out))
+    return layers
+
+
+OUTPUT_RESCALE_PRODUCERS = frozenset({"ADD", "SUB", "MUL"})
+"""The int32 producers whose output RESCALE runs alone when something else reads their output too, as measured. A
+REDUCE_SUM's runs alone too (Ethos-U85: a (1, 64, 32) -> (1, 64, 1) sum costs 652 cycles, and 652 + 240), but the
+standalone rescale fit prices that (1, 64, 1) rescale at about 1900 cycles, further from Vela than 0."""
+
+
+def output_rescales_alone(g: LiveGraph, inputs_alone: Iterable[Hashable], unfused: set[Hashable] = frozenset()) -> dict[Hashable, Layer]:
+    """The output RESCALEs (per tensor, int32 to int8 or int16) that Vela runs as layers of their own.
+
+    regor `GraphIrOptimiser::FuseRescale` fuses an output RESCALE into its producer (`CanFuseRescaleOnProducer`)
+    only when it is the producer's one reader (`OutputRescaleCandidate`) and the producer's quantization allows it.
+    Measured with hand-built graphs on both targets:
+    - a MUL that reads an input rescale run alone keeps its int32 inputs, and its output rescale runs alone too:
+      every layer norm's x * x in tds-conv1d, conformer-block, attention-permute, mobilevit-patch-attention,
+      bandwise-mlp and emg-gru-gesture (Ethos-U55, (1, 64, 32): 2560 + 2560 cycles, and 3072 for the rescale in
+      front of it; Ethos-U85: 1920 + 5632);
+    - an ADD or SUB that `unfused_add_subs` runs unfused;
+    - on Ethos-U85 (`vela_cost.OUTPUT_RESCALE_ALONE_BESIDE_READER`), an ADD, SUB or MUL whose int32 output
+      something else reads too (another op, another RESCALE, a graph output): a (1, 64, 32) ADD costs 512 cycles
+      with its rescale fused, and 512 + 5824 when the sum is also returned (tds-conv1d's layer norm affine ADD).
+      Ethos-U55 runs such an ADD or SUB unfused, with all its rescales.
+    """
+    standalone = set(inputs_alone)
+    unfused_ops = set(unfused) | {
+        value
+        for value, term in g.terms.items()
+        if term.op == "Elementwise" and opaque_name(term) == "MUL" and standalone.intersection(behind_removed_reshapes(g, arg) for arg in term.args)
+    }
+    beside_reader = vela_cost.target_family(g.model.target) in vela_cost.OUTPUT_RESCALE_ALONE_BESIDE_READER
+    layers = {}
+    for value, term in g.terms.items():
+        if term.op not in ("Rescale", "Elementwise"):  # the ops is_output_rescale accepts
+            continue
+        producer = g.terms.get(term.args[0]) if term.args else None
+        if producer is None or not is_output_rescale(term, g.type_of(term.args[0]), g.type_of(value)):
+            continue
+        alone = term.args[0] in unfused_ops or (
+            beside_reader
+            and producer.op == "Elementwise"
+            and opaque_name(producer) in OUTPUT_RESCALE_PRODUCERS
+            and g.readers.count(term.args[0]) > 1
+        )
+        if alone:
+            layers[value] = Layer(value, LayerKind.OUTPUT_RESCALE_ALONE, (g.type_of(term.args[0]),))
+    return layers
+
+
+def rescales_alone(g: LiveGraph) -> dict[Hashable, Layer]:
+    """The RESCALEs that Vela runs as layers of their own: the input rescales (`input_rescales_alone`) and the output
+    rescales (`output_rescales_alone`), with the ADDs and SUBs run unfused (`unfused_add_subs`)."""
+    unfused = unfused_add_subs(g)
+    inputs = input_rescales_alone(g, unfused)
+    return {**inputs, **output_rescales_alone(g, inputs, unfused)}
+
+
+# ---------------------------------------------------------------- the layers of a graph
+
+
+DECISIONS = (
+    copied_reshapes,
+    removed_accumulator_reshapes,
+    folded_transposes,
+    transposes_behind_unit_reshapes,
+    fused_tables,
+    copied_slices,
+    transposing_slice_copies,
+    copied_concat_inputs,
+    unfused_add_subs,
+    input_rescales_alone,
+    output_rescales_alone,
+)
+"""Every decision `form_layers` takes, in the order docs/cost_model.md lists them (`decisions_markdown`)."""
+
+
+def form_layers(g: LiveGraph) -> list[Layer]:
+    """The layers Vela runs for g, in the graph's order: for each value, what the decisions above make of its op."""
+    folded = folded_transposes(g)
+    without_layer = {*folded, *fused_tables(g), *removed_accumulator_reshapes(g)}
+    slices, copied = set(narrow_slices(g)), set(copied_slices(g))
+    transposing = transposing_slice_copies(g, folded)
+    in_shape = transposes_behind_unit_reshapes(g)
+    concat_copies = copied_concat_inputs(g)
+    alone = rescales_alone(g)
+    reshape_copies = set(copied_reshapes(g))
+    layers: list[Layer] = []
+    for value, term in g.terms.items():
+        if value in transposing:
+            layers.append(transposing[value])
+        elif value in concat_copies:
+            layers.extend(Layer(value, LayerKind.COPY, (part,)) for part in concat_copies[value])
+        elif value in slices:
+            if value in copied:
+                layers.append(Layer(value, LayerKind.COPY, (g.type_of(value),)))
+        elif value in without_layer:
+            pass
+        elif value in in_shape:
+            layers.append(in_shape[value])
+        else:
+            layers.append(Layer(value, LayerKind.OP))
+        if value in alone:
+            layers.append(alone[value])
+        if value in reshape_copies:
+            layers.append(Layer(value, LayerKind.RESHAPE_COPY, (g.type_of(term.args[0]),)))
+    return layers
+
+
+def decisions_markdown() -> str:
+    """The decisions' docstrings as the "Layer formation" section of docs/cost_model.md, so that it cannot go stale
+    (tests/extract/test_layers.py compares them; `python -m eqsat.extract.layers` prints it)."""
+    import inspect
+
+    parts = [inspect.cleandoc(__doc__).split("\n\n", 1)[1]]
+    for decision in DECISIONS:
+        summary, _, detail = inspect.cleandoc(decision.__doc__).partition("\n\n")
+        parts.append(f"### `{decision.__name__}`\n\n{summary}\n\n{detail}".rstrip())
+    return "\n\n".join(parts) + "\n"
+
+
+if __name__ == "__main__":
+    print(decisions_markdown(), end="")
