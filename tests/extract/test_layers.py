@@ -282,6 +282,15 @@ def _tosa_table_after(producer: str, other_reader: bool) -> bytes:
     elif producer == "slice":
         wide = g.input([1, 16, 16, 64], "int8")
         p = g.op("slice", ts.Op.SLICE, [wide, g.shape_const([0, 0, 0, 0]), g.shape_const(shape)], shape, "int8", _attr("SliceAttribute"))
+    elif producer in ("rescale-reshape", "transpose-reshape", "shared-rescale-reshape"):
+        if producer == "transpose-reshape":
+            moved = g.op("transpose", ts.Op.TRANSPOSE, [x], shape, "int8", _attr("TransposeAttribute", [0, 2, 1, 3]))
+        else:
+            moved = _rescale(g, "rescale", x, shape, "int8", "int8", "requant")
+        if producer == "shared-rescale-reshape":
+            g.output(_clamp(g, "beside", moved, shape, "int8"))
+        shape = [1, 256, 32]
+        p = g.op("reshape", ts.Op.RESHAPE, [moved, g.shape_const(shape)], shape, "int8", _attr("ReshapeAttribute"))
     else:
         p = x
     if other_reader:
@@ -302,16 +311,24 @@ def _table_after(producer: str, other_reader: bool) -> tuple[dict, list[str]]:
         "clamp": lambda: unary("tosa.CLAMP.default#1", "x"),
         "slice": lambda: Term("Slice", ("x",), ((0, 0, 0, 0), (1, 16, 16, 32))),
         "input": lambda: leaf("p"),
+        "rescale-reshape": lambda: Term("Reshape", ("moved",), ((1, 256, 32),)),
+        "transpose-reshape": lambda: Term("Reshape", ("moved",), ((1, 256, 32),)),
+        "shared-rescale-reshape": lambda: Term("Reshape", ("moved",), ((1, 256, 32),)),
     }
+    moved = {"transpose-reshape": Term("Transpose", ("x",), ((0, 2, 1, 3),))}.get(producer, Term("Rescale", ("x",), per_tensor))
     graph = {
         "x": leaf("x"),
         "lut": leaf("lut"),
         "sum": unary("tosa.ADD.default#1", "x"),
         "conv": Term("Opaque", ("x", "lut"), ("tosa.CONV2D.default#1",)),
+        "moved": moved,
         "p": producers[producer](),
         "t": Term("Table", ("p", "lut"), ("tosa.TABLE.default#1",)),
     }
     roots = ["t"]
+    if producer == "shared-rescale-reshape":
+        graph["beside"] = unary("tosa.CLAMP.default#3", "moved")
+        roots.append("beside")
     if other_reader:
         graph["other"] = unary("tosa.CLAMP.default#2", "p")
         roots.append("other")
@@ -322,6 +339,8 @@ TABLE_CONTEXTS = [
     *((producer, False) for producer in ("add", "conv", "rescale", "transpose", "clamp", "slice", "input")),
     ("rescale", True),
     ("transpose", True),
+    *((producer, False) for producer in ("rescale-reshape", "transpose-reshape", "shared-rescale-reshape")),
+    ("rescale-reshape", True),
 ]
 
 
@@ -343,7 +362,7 @@ def test_a_table_is_free_where_vela_fuses_it_into_its_producer(target, producer,
 def test_the_table_contexts_hold_both_answers():
     """The contexts above are not all one answer: Vela fuses the TABLE in some and runs it alone in others."""
     fused = {(p, o) for p, o in TABLE_CONTEXTS if fused_tables(live(*_table_after(p, o), lambda _value: INT8))}
-    assert fused == {("add", False), ("conv", False), ("rescale", False), ("transpose", False)}
+    assert fused == {("add", False), ("conv", False), ("rescale", False), ("transpose", False), ("rescale-reshape", False), ("transpose-reshape", False)}
 
 
 SLICED = TensorType((1, 8, 8, 32), "torch.int8")
