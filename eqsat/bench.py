@@ -234,6 +234,28 @@ def _estimate_error(row: dict) -> str:
     return _change(row["stock"]["cycles_total"], sum(r["cost_before"] for r in row["reports"]))
 
 
+def _sign(change: float) -> int:
+    return (change > 0) - (change < 0)
+
+
+PREDICTION_TOLERANCE = 0.5
+"""Cycles: an estimated change smaller than this predicts no change (estimates are sums of fitted floats)."""
+
+
+def predicted_direction_agrees(row: dict) -> bool | None:
+    """Whether the cost model predicted the direction of the change that Vela measured, when eqsat changed the
+    graph (its estimate moved or Vela's cycles_total did): down, up or unchanged. None when nothing changed or the
+    row is not priced. What extraction relies on is this ranking, more than the estimate's absolute error."""
+    if not _priced(row):
+        return None
+    predicted = sum(r["cost_after"] for r in row["reports"]) - sum(r["cost_before"] for r in row["reports"])
+    measured = row["optimized"]["cycles_total"] - row["stock"]["cycles_total"]
+    predicted_sign = _sign(predicted) if abs(predicted) >= PREDICTION_TOLERANCE else 0
+    if predicted_sign == 0 and measured == 0:
+        return None
+    return predicted_sign == _sign(measured)
+
+
 def _rules_fired(row: dict) -> str:
     fired: dict[str, int] = {}
     for report in row["reports"]:
@@ -312,9 +334,14 @@ def summary(rows: list[dict]) -> str:
         faster = sum(r["optimized"]["cycles_total"] < r["stock"]["cycles_total"] for r in mine)
         shares = [r["eqsat_seconds"] / r["optimized"]["lowering_seconds"] for r in mine if r["optimized"]["lowering_seconds"]]
         memory = [p for r in mine for p in [x.get("peak_memory_mb") for x in r["reports"]] if p is not None]
+        directions = {r["model"]: predicted_direction_agrees(r) for r in mine}
+        changed = [m for m, agrees in directions.items() if agrees is not None]
+        against = [m for m in changed if not directions[m]]
         lines.append(
             f"- {target}: {len(mine)} models, {faster} faster, {len(slower)} slower{' (' + ', '.join(slower) + ')' if slower else ''}; "
-            f"summed inference cycles eqsat/stock = {summed_ratio(mine):.3f}; largest eqsat time share {100 * max(shares, default=0):.1f}%; "
+            f"summed inference cycles eqsat/stock = {summed_ratio(mine):.3f}; "
+            f"change predicted in Vela's direction in {len(changed) - len(against)} of {len(changed)} changed graphs"
+            f"{' (not: ' + ', '.join(against) + ')' if against else ''}; largest eqsat time share {100 * max(shares, default=0):.1f}%; "
             f"largest optimizer peak memory {max(memory, default=0):.0f} MiB"
         )
     return "\n".join(lines) + "\n"

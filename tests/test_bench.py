@@ -77,7 +77,10 @@ def test_headline_shows_the_change_the_estimate_error_and_bit_exactness():
     table = bench.headline_table([row("m", 1000, 1200, "x")])
     line = table.splitlines()[2]
     assert line == "| m | ethos-u55-128 | 1100 | 1300 | +18.2% | 1000 → 1200 (+20.0%) | 250 → 300 | -18.2% | 10.0% | yes |"
-    assert "1 models, 0 faster, 1 slower (m); summed inference cycles eqsat/stock = 1.182; largest eqsat time share 10.0%; largest optimizer peak memory 0 MiB" in table
+    assert (
+        "1 models, 0 faster, 1 slower (m); summed inference cycles eqsat/stock = 1.182; "
+        "change predicted in Vela's direction in 1 of 1 changed graphs; largest eqsat time share 10.0%; largest optimizer peak memory 0 MiB"
+    ) in table
 
 
 def test_a_builder_spec_names_a_file_or_a_module_and_a_function(tmp_path):
@@ -156,6 +159,19 @@ def test_where_the_cycles_went_groups_layers_by_source_op_and_says_what_changed(
     assert "| Conv2D | 400 | 450 | +50 | dearer |" in lines
     assert "| Slice | 0 | 50 | +50 | appeared |" in lines
     assert "| Concat | 100 | 100 | +0 |  |" in lines
+
+
+def test_the_predicted_direction_of_a_change_is_checked_against_vela():
+    """The row's estimate goes 900 -> 1100: it agrees with a slower lowering, not with a faster or an unchanged one,
+    and an unchanged row that the model also saw unchanged is no change at all."""
+    assert bench.predicted_direction_agrees(row("slower", 1000, 1200, "x")) is True
+    assert bench.predicted_direction_agrees(row("faster", 1000, 900, "x")) is False
+    assert bench.predicted_direction_agrees(row("same", 1000, 1000, "x")) is False
+    still = row("still", 1000, 1000, "x")
+    still["reports"][0]["cost_after"] = 900.2
+    assert bench.predicted_direction_agrees(still) is None
+    text = bench.summary([row("slower", 1000, 1200, "x"), row("faster", 1000, 900, "x"), still])
+    assert "change predicted in Vela's direction in 1 of 2 changed graphs (not: faster)" in text
 
 
 def test_the_summed_ratio_weighs_each_model_by_its_stock_cycles():
