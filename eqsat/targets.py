@@ -6,8 +6,8 @@ configuration (eqsat.configuration). Each says:
 - the Vela version its calibration was fitted on;
 - its measured error on the zoo: the mean and worst absolute error of the stock graph's estimate against
   Vela's `cycles_total`, read from the summary table of `eqsat calibrate --report`
-  (<results>/calibration_report.md), where that report scored the same configuration with the same Vela
-  version; "not measured" otherwise.
+  (<results>/calibration_report.md, or <results>/<folder>/calibration_report.md for targets benchmarked
+  apart), where that report scored the same configuration with the same Vela version; "not measured" otherwise.
 """
 
 from __future__ import annotations
@@ -81,7 +81,9 @@ def rows(results: Path = Path("benchmarks/results")) -> list[TargetRow]:
     calibrated = vela_cost.calibrations()
     configurations = [Configuration.of(t) for t in ACCELERATORS]
     configurations += sorted((c for c in calibrated if c not in configurations), key=lambda c: (ACCELERATORS.index(c.target), c.name))
-    errors = zoo_errors(results / REPORT)
+    errors = {}
+    for report in sorted(results.glob(f"*/{REPORT}")) + [results / REPORT]:  # the top-level report wins
+        errors |= zoo_errors(report)
     found = []
     for configuration in configurations:
         try:

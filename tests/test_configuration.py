@@ -107,7 +107,8 @@ def test_an_unknown_target_is_a_clear_error_where_the_user_names_it():
         cli.main(["optimize", "in.tosa", "--target", "ethos-u55-48", "-o", "out.tosa"])
 
 
-def test_a_configuration_without_calibration_is_refused_at_install_with_the_command():
+def test_a_configuration_without_calibration_is_refused_at_install_with_the_command(calibrations_without):
+    calibrations_without(Configuration.of("ethos-u85-256", **DRAM).name)
     with pytest.raises(UncalibratedTargetError, match="eqsat calibrate --target ethos-u85-256 --memory-mode Dedicated_Sram_384KB"):
         eqsat.install(target="ethos-u85-256", **DRAM)
     assert not arm_pass._installed
@@ -116,8 +117,9 @@ def test_a_configuration_without_calibration_is_refused_at_install_with_the_comm
 # ---------------------------------------------------------------- pricing: exactly the configuration's calibration
 
 
-def test_a_non_default_memory_mode_is_refused_with_the_reason_never_priced_with_the_default():
+def test_a_non_default_memory_mode_is_refused_with_the_reason_never_priced_with_the_default(calibrations_without):
     configuration = Configuration.of("ethos-u85-256", **DRAM)
+    calibrations_without(configuration.name)
     assert vela_cost.has_calibration("ethos-u85-256") and not vela_cost.has_calibration(configuration)
     with pytest.raises(UncalibratedTargetError, match="no cost-model calibration for ethos-u85-256 with Ethos_U85_SYS_DRAM_Mid/Dedicated_Sram_384KB"):
         cost_model_for(configuration)
@@ -168,7 +170,8 @@ def test_calibrate_refuses_a_memory_mode_its_vela_ini_does_not_name():
 # ---------------------------------------------------------------- inside a real lowering
 
 
-def test_an_ethos_u65_lowering_with_eqsat_installed_succeeds_and_equals_the_stock_one(tmp_path):
+def test_an_uncalibrated_ethos_u65_lowering_with_eqsat_installed_succeeds_and_equals_the_stock_one(tmp_path, calibrations_without):
+    calibrations_without("ethos-u65-256")
     stock, lowered, reports = lower_stock_and_with_eqsat(Configuration.of("ethos-u65-256"), tmp_path)
     assert lowered.tosa_flatbuffers == stock.tosa_flatbuffers and lowered.cpu_ops == stock.cpu_ops == []
     (report,) = reports
@@ -177,7 +180,8 @@ def test_an_ethos_u65_lowering_with_eqsat_installed_succeeds_and_equals_the_stoc
 
 
 @pytest.mark.parametrize("install_options", [{}, {"target": "ethos-u85-256"}], ids=["target-from-spec", "target-given"])
-def test_a_non_default_memory_mode_in_the_compile_spec_is_refused_inside_the_lowering(install_options, tmp_path):
+def test_a_non_default_memory_mode_in_the_compile_spec_is_refused_inside_the_lowering(install_options, tmp_path, calibrations_without):
+    calibrations_without(Configuration.of("ethos-u85-256", **DRAM).name)
     stock, lowered, reports = lower_stock_and_with_eqsat(Configuration.of("ethos-u85-256", **DRAM), tmp_path, **install_options)
     assert lowered.tosa_flatbuffers == stock.tosa_flatbuffers
     (report,) = reports
@@ -235,8 +239,13 @@ REPORT = """\
 """A report fixture (not a measurement): ethos-u55-128 scored with the shipped Vela, ethos-u85-256 with another."""
 
 
-def test_eqsat_targets_lists_every_target_how_it_is_priced_and_its_measured_error(tmp_path, capsys):
+def test_eqsat_targets_lists_every_target_how_it_is_priced_and_its_measured_error(tmp_path, capsys, monkeypatch):
     (tmp_path / "calibration_report.md").write_text(REPORT)
+    calibrated = tmp_path / "calibration"
+    calibrated.mkdir()
+    for target in ("ethos-u55-128", "ethos-u85-256"):  # ethos-u65-256 left without a calibration
+        (calibrated / f"{target}.json").write_bytes(vela_cost.calibration_path(target).read_bytes())
+    monkeypatch.setattr(vela_cost, "CALIBRATION_DIR", calibrated)
     assert cli.main(["targets", "--results", str(tmp_path), "--json"]) == 0
     listed = {row["name"]: row for row in json.loads(capsys.readouterr().out)}
     assert set(ACCELERATORS) <= set(listed)
@@ -247,6 +256,15 @@ def test_eqsat_targets_lists_every_target_how_it_is_priced_and_its_measured_erro
     assert listed["ethos-u85-256"]["zoo_error"] == targets.NOT_MEASURED  # the report scored it with another Vela
     assert listed["ethos-u65-256"]["priced"] == "refused: no calibration: run `eqsat calibrate --target ethos-u65-256`"
     assert listed["ethos-u65-256"]["memory_mode"] == "Dedicated_Sram_384KB" and listed["ethos-u65-256"]["zoo_error"] == targets.NOT_MEASURED
+
+
+def test_eqsat_targets_reads_the_error_of_a_target_scored_in_another_results_folder(tmp_path, capsys):
+    """Targets benchmarked apart (`python -m benchmarks --out RESULTS/targets`) have their report there."""
+    (tmp_path / "targets").mkdir()
+    (tmp_path / "targets" / "calibration_report.md").write_text(REPORT)
+    assert cli.main(["targets", "--results", str(tmp_path), "--json"]) == 0
+    listed = {row["name"]: row for row in json.loads(capsys.readouterr().out)}
+    assert listed["ethos-u55-128"]["zoo_error"].startswith("1.5% mean, 2.5% worst (3 models")
 
 
 def test_eqsat_targets_lists_a_calibrated_non_default_configuration(tmp_path, monkeypatch):

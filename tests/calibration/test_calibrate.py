@@ -127,13 +127,14 @@ def test_transpose_passes_follow_vela_per_generation():
     assert transpose_passes((1, 8, 1, 4), (2, 1, 0, 3), "u55") == []  # only unit axes move
 
 
-def test_a_context_block_is_measured_on_a_target_that_has_no_calibration_yet():
+def test_a_context_block_is_measured_on_a_target_that_has_no_calibration_yet(calibrations_without):
     """A new target's module samples are lowered before any cost model of it exists: the graphs at eqsat's
     position are kept without running eqsat (its pass refuses an uncalibrated target), nothing stays registered
     with the Arm pass manager, and the recorded nodes are the graph Vela measured (every node read, one output)."""
     from executorch.backends.arm._passes import arm_pass_manager
 
     target = "ethos-u55-64"
+    calibrations_without(target)
     assert not calibrate.vela_cost.has_calibration(target)
     result = calibrate.lower_block({"blocks": [{"block": "residual", "d": 16, "n": 8, "seed": 5}]}, target)
     assert result["cycles"]["total"] > 0 and not result["cpu_ops"]
