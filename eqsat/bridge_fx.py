@@ -40,7 +40,7 @@ from torch.fx.node import map_aggregate
 from eqsat import ops, terms
 from eqsat.ir import Graph, TensorType, Term
 from eqsat.ops import vec
-from eqsat.ops.nodes import TOSA, op_name, static_shape, tensor_val
+from eqsat.ops.nodes import TOSA, Dialect, op_name, output_node, output_slots, static_shape, tensor_val
 
 # ---------------------------------------------------------------- terms
 
@@ -94,23 +94,23 @@ class Loaded:
     outputs: list[int | None]
     output_literals: list[Any]
     prototypes: dict[str, fx.Node]
-    dialect: str
+    dialect: Dialect
     index_of: dict[fx.Node, int] = field(default_factory=dict)
     merged_duplicates: int = 0
     """How many nodes were put in the e-class of an earlier node computing the same value (merge_duplicates)."""
 
-    def read(self) -> Read:
+    def read_graph(self) -> Read:
         """The graph as read_graph reads it (duplicates merged or not: merging unions e-classes, it reads no node differently)."""
         return Read(self.nodes, self.terms, [i for i in self.outputs if i is not None])
 
 
-def detect_dialect(graph_module: fx.GraphModule) -> str:
-    """'aten' while edge ATen data movement is still present, else 'tosa'."""
+def detect_dialect(graph_module: fx.GraphModule) -> Dialect:
+    """ATen while edge ATen data movement is still present, else TOSA."""
     for node in graph_module.graph.nodes:
         name = op_name(node.target) if node.op == "call_function" else ""
         if name.startswith("aten.") and name in ops.BY_TARGET and ops.BY_TARGET[name].moves_data:
-            return "aten"
-    return "tosa"
+            return Dialect.ATEN
+    return Dialect.TOSA
 
 
 def _key_part(value: Any, ids: dict[fx.Node, int] | None = None) -> str:
@@ -260,8 +260,7 @@ def read_graph(graph_module: fx.GraphModule) -> Read:
     index_of = {n: i for i, n in enumerate(nodes)}
     keys: dict[str, str] = {}
     terms_read = [read_node(n, index_of.__getitem__, keys) for n in nodes]
-    output_node = next(n for n in graph_module.graph.nodes if n.op == "output")
-    slots = list(output_node.args[0]) if isinstance(output_node.args[0], (list, tuple)) else [output_node.args[0]]
+    slots = output_slots(graph_module.graph)
     return Read(nodes, terms_read, [index_of[s] for s in slots if isinstance(s, fx.Node)])
 
 
@@ -299,9 +298,7 @@ def to_egraph(
     checkpoint: called every CHECKPOINT_EVERY nodes and before the bulk load; it
     may raise to abandon loading (the pass's deadline).
     """
-    output_node = next((n for n in graph_module.graph.nodes if n.op == "output"), None)
-    if output_node is None:
-        raise ValueError("the graph has no output node")
+    slots = output_slots(graph_module.graph)
     effects = [n for n in graph_module.graph.nodes if n.op == "call_function" and not n.users and n.is_impure()]
     if effects:  # write-back emits what the outputs read: these would be lost
         names = ", ".join(f"{n.name} ({op_name(n.target)})" for n in effects[:3])
@@ -345,7 +342,6 @@ def to_egraph(
         program.extend(f"(union (Node {i}) (Node {j}))" for i, j in pairs)
         egraph._run_program(*egraph._egraph.parse_program("\n".join(program)))
 
-    slots = list(output_node.args[0]) if isinstance(output_node.args[0], (list, tuple)) else [output_node.args[0]]
     outputs = [index_of[s] if isinstance(s, fx.Node) else None for s in slots]
     return Loaded(
         egraph=egraph,
@@ -402,7 +398,7 @@ class _Emitter:
             self.original_term.setdefault((class_of_node[i], as_classes), loaded.nodes[i])
         targets = {op_name(n.target) for n in loaded.graph_module.graph.nodes if n.op == "call_function"}
         self.uses_edge_ops = any(isinstance(n.target, EdgeOpOverload) for n in loaded.graph_module.graph.nodes)
-        tosa_dialect = loaded.dialect == "tosa"
+        tosa_dialect = loaded.dialect == Dialect.TOSA
         self.slices_as_tosa = tosa_dialect or "tosa.SLICE.default" in targets
         self.shapes_as_const_shape = tosa_dialect or "tosa.CONST_SHAPE.default" in targets
         self.pads_as_tosa = tosa_dialect or "tosa.PAD.default" in targets
@@ -486,7 +482,7 @@ class _Emitter:
             self.emit(self.class_of_node[i]) if i is not None else literal
             for i, literal in zip(self.loaded.outputs, self.loaded.output_literals)
         ]
-        original_output = next(n for n in self.loaded.graph_module.graph.nodes if n.op == "output")
+        original_output = output_node(self.loaded.graph_module.graph)
         packed = type(original_output.args[0])(slots) if isinstance(original_output.args[0], (list, tuple)) else slots[0]
         output = self.graph.output(packed)
         output.meta.update(original_output.meta)

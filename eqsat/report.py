@@ -4,9 +4,23 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import asdict, dataclass, field, replace
+from enum import StrEnum
 
 from eqsat.ir import Graph
 from eqsat.ops import op_name
+from eqsat.ops.nodes import Dialect
+
+
+class StopReason(StrEnum):
+    """Why saturation stopped: it saturated, or which of its limits (eqsat.rules.Budget) it reached. The pass's
+    hard limits (eqsat.pipeline.BudgetExceeded) stop the whole pass with TIME_LIMIT or MEMORY_LIMIT. The values
+    are what reports and JSON have always held."""
+
+    SATURATED = "saturated"
+    ITERATION_LIMIT = "iteration limit"
+    TIME_LIMIT = "time limit"
+    ENODE_LIMIT = "e-node limit"
+    MEMORY_LIMIT = "memory limit"
 
 
 @dataclass
@@ -15,8 +29,8 @@ class Report:
 
     Costs are in the cost model's unit (`cost_unit`); `fallback` is the reason
     the original graph was returned untouched, or None. `stop_reason` says
-    why saturation stopped ("saturated" or the limit), or which hard limit
-    ("time limit", "memory limit") stopped the whole pass. `clock_stops`
+    why saturation stopped (a StopReason: saturated or the limit), or which hard limit
+    (time or memory) stopped the whole pass; "" when saturation did not run. `clock_stops`
     names the phases ("ilp", "refine") that a wall-clock safety net cut
     short instead of their work bound: their result depends on the machine.
     `phase_seconds["worker"]` is the cost of running them in a worker process.
@@ -28,14 +42,15 @@ class Report:
     config_ini: str = ""
     """The configuration the run priced for, besides its target (eqsat.configuration; "" when it had none: an
     unknown target)."""
-    dialect: str = ""
+    dialect: Dialect | str = ""
+    """The dialect the graph was given in (eqsat.ops.nodes.Dialect); "" when it was not read."""
     fx_nodes_before: int = 0
     fx_nodes_after: int = 0
     ops_before: dict[str, int] = field(default_factory=dict)
     ops_after: dict[str, int] = field(default_factory=dict)
     rules_fired: dict[str, int] = field(default_factory=dict)
     iterations: int = 0
-    stop_reason: str = ""
+    stop_reason: StopReason | str = ""
     egraph_enodes: int = 0
     egraph_classes: int = 0
     cost_before: float | None = None

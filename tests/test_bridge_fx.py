@@ -13,6 +13,7 @@ from eqsat import bridge_fx, fuzz, rules
 from eqsat.soundness import Saturated, law_fires_in
 from eqsat.extract.egraph_view import EGraphView
 from eqsat.extract.greedy import extract_greedy
+from eqsat.ops.nodes import Dialect, output_slots
 from eqsat.ops.rescale import scales_of
 from tests.graphs import GraphBuilder, assert_bit_identical
 
@@ -88,8 +89,7 @@ def test_duplicate_output_slots_stay_distinct_slots():
     y = g.call(aten.neg.default, x)
     gm = g.output(y, y, x)
     _, _, rebuilt = round_trip(gm)
-    output = next(n for n in rebuilt.graph.nodes if n.op == "output")
-    slots = output.args[0]
+    slots = output_slots(rebuilt.graph)
     assert len(slots) == 3 and slots[0] is slots[1] and slots[2].op == "placeholder"
     assert_bit_identical(gm, rebuilt)
 
@@ -165,7 +165,7 @@ def test_new_nodes_are_built_in_the_aten_dialect_with_val():
     g, x, second = _double_transpose(lambda g, x, p: g.call(aten.permute_copy.default, x, p))
     gm = g.output(g.call(aten.neg.default, second))
     loaded, _, rebuilt = round_trip(gm, "(union (Node 2) (Transpose (Node 0) (vec-of 0 1 2 3)))")
-    assert loaded.dialect == "aten"
+    assert loaded.dialect is Dialect.ATEN
     permutes = [n for n in rebuilt.graph.nodes if n.target is aten.permute_copy.default]
     assert len(permutes) == 1 and permutes[0].args[1] == [0, 1, 2, 3]
     assert tuple(permutes[0].meta["val"].shape) == (1, 2, 3, 4)
@@ -184,7 +184,7 @@ def test_new_nodes_are_built_in_the_tosa_dialect_with_val_and_qparams():
     gm = g.output(second)
     with TosaLoweringContext(U55_SPEC):
         loaded, _, rebuilt = round_trip(gm, "(union (Node 2) (Reshape (Node 0) (vec-of 1 2 3 4)))")
-    assert loaded.dialect == "tosa"
+    assert loaded.dialect is Dialect.TOSA
     reshapes = [n for n in rebuilt.graph.nodes if n.target == TOSA.RESHAPE.default]
     assert len(reshapes) == 1 and not any(n.target == TOSA.TRANSPOSE.default for n in rebuilt.graph.nodes)
     assert tuple(reshapes[0].meta["val"].shape) == (1, 2, 3, 4)

@@ -6,6 +6,7 @@ import torch
 from egglog import bindings
 
 from eqsat.ir import Term
+from eqsat.report import StopReason
 from eqsat.rules import analysis
 from eqsat.rules.transpose import transpose
 from tests.graphs import GraphBuilder
@@ -75,7 +76,7 @@ def test_hundreds_of_same_key_tables_are_typed_through_their_key():
         tables = [g.call(tosa.TABLE.default, g.input(f"x{i}", (1, 2, 3)), lut) for i in range(300)]
         moved = [g.call(tosa.TRANSPOSE.default, table, [0, 2, 1]) for table in tables]
         s = Saturated(g.output(*moved), transpose)
-    assert s.result.stop_reason == "saturated"
+    assert s.result.stop_reason == StopReason.SATURATED
     assert s.result.iterations <= 3
     assert s.fired("transpose-through-table") == 300
     assert all(s.view.types[s.class_of(m)] == ((1, 3, 2), "torch.int8") for m in moved)

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from eqsat import bridge_fx
 from eqsat.extract.greedy import extract_greedy
 from eqsat.ir import Term
+from eqsat.report import StopReason
 from eqsat.rules import enode_count
 from eqsat.rules.reduce import reduce
 from eqsat.rules.reshape import reshape
@@ -114,7 +115,7 @@ def test_reduce_innermost_adds_one_reduction_per_reduction_with_the_transpose_la
     x = g.input("x", (1, 6, 5, 4))
     reduced = g.call(aten.amax.default, g.call(aten.neg.default, x), [3], True)
     s = Saturated(g.output(g.call(aten.sub.Tensor, x, reduced)), reduce, transpose, reshape)
-    assert s.result.stop_reason == "saturated"
+    assert s.result.stop_reason == StopReason.SATURATED
     reductions = [term for terms in s.view.candidates.values() for term in terms if term.op == "Reduce"]
     assert sorted(term.attrs[1] for term in reductions) == [2, 3]
     assert any(term.op == "Reshape" for term in s.terms_of(reduced))
@@ -125,7 +126,7 @@ def test_reduce_innermost_stays_linear_on_hundreds_of_same_parameter_reductions(
     (the query joins one reduction with its operand's shape), a handful of iterations, and at most 12 new
     rows per reduction (its transposed operand, reduction and transpose back, and their analysis rows)."""
     s, _concats, loaded_size = saturated_stress_graph("reduce", reduce)
-    assert s.result.stop_reason == "saturated"
+    assert s.result.stop_reason == StopReason.SATURATED
     assert s.result.iterations <= 3
     assert s.fired(LAW) == 300
     assert enode_count(s.loaded.egraph) <= loaded_size + 12 * 300

@@ -12,6 +12,7 @@ from executorch.exir.dialects._ops import ops as exir_ops
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
+from eqsat.report import StopReason
 from eqsat.rules import enode_count
 from eqsat.rules.rescale import rescale
 from tests.graphs import GraphBuilder
@@ -354,7 +355,7 @@ def test_concat_of_rescales_stays_linear_on_hundreds_of_same_parameter_rescales(
     analysis facts: the hoisted concat and rescale, their types, element, offset and source rows) per
     concat input and per concat."""
     s, concats, loaded_size = saturated_stress_graph("rescale", rescale)
-    assert s.result.stop_reason == "saturated"
+    assert s.result.stop_reason == StopReason.SATURATED
     assert s.result.iterations <= 3
     assert s.fired("concat-of-rescales") == concats
     assert enode_count(s.loaded.egraph) <= loaded_size + 6 * (300 + concats)
@@ -466,7 +467,7 @@ def test_rescale_laws_saturate():
     narrow_again = g.call(RESCALE, slice_(g, wide, [0, 0, 0, 0], [1, 3, 4, 1]), torch.int8, [0.3], 0, 2)
     back = g.call(TRANSPOSE, reshape(g, narrow_again, [1, 3, 4, 1]), [0, 3, 1, 2])
     s = Saturated(g.output(back), rescale)
-    assert s.result.stop_reason == "saturated"
+    assert s.result.stop_reason == StopReason.SATURATED
     assert s.fired("rescale-rescale-exact-int8") >= 1
 
 

@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 
 from eqsat import rules
 from eqsat.ops.nodes import TOSA
+from eqsat.report import StopReason
 from eqsat.rules import _program
 from eqsat.rules.concat_slice import concat_slice
 from eqsat.rules.reshape import reshape
@@ -153,7 +154,7 @@ def test_rank_6_slices_and_concats_saturate():
     value = g.call(cat, [value, g.call(slice_copy, value, 5, 0, 2)], 5)
     s = Saturated(g.output(value), slice_concat_rank, reshape, reshape_concat, concat_slice, slice_pushdown)
     assert s.fired("slice-merge-whole-inner-dim") >= 1 and s.fired("concat-merge-adjacent-dims") >= 1
-    assert s.result.stop_reason == "saturated"
+    assert s.result.stop_reason == StopReason.SATURATED
 
 
 @st.composite

@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 
 from eqsat.ir import Term
+from eqsat.report import StopReason
 from eqsat.rules import enode_count
 from eqsat.rules.transpose import transpose
 from tests.graphs import GraphBuilder
@@ -176,7 +177,7 @@ def test_transpose_hoist_stays_linear_on_hundreds_of_same_permutation_transposes
     transpose, the transposes pushed into the concat and their compositions, and their analysis rows, four of
     them per concat input from transposed_sources and transposed_inputs)."""
     s, concats, loaded_size = saturated_stress_graph("transpose", transpose)
-    assert s.result.stop_reason == "saturated"
+    assert s.result.stop_reason == StopReason.SATURATED
     assert s.result.iterations <= 8
     assert s.fired("transpose-hoist-from-concat") >= concats
     assert s.fired("transpose-through-concat") >= concats
