@@ -50,6 +50,7 @@ from torch import fx
 
 from eqsat import bridge_fx, rules
 from eqsat.configuration import ACCELERATORS, Configuration, check_target
+from eqsat.errors import EqsatError
 from eqsat.extract import cost as cost_models
 from eqsat.extract.egraph_view import EGraphView
 from eqsat.extract import EXTRACTORS, extract
@@ -64,10 +65,6 @@ logger = logging.getLogger("eqsat")
 
 COST_TOLERANCE = 1e-9
 """Relative difference of two cost totals below which they count as equal."""
-
-
-class EqsatError(RuntimeError):
-    """An internal failure of the optimizer (`optimize` raises it only in strict mode; the fuzzer, for a graph it got wrong)."""
 
 
 class BudgetExceeded(EqsatError):
