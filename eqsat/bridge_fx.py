@@ -23,8 +23,9 @@ from __future__ import annotations
 import itertools
 import os
 import tempfile
-from collections import defaultdict
+from collections import Counter, defaultdict
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any, Callable, Iterable, Iterator
 
 import torch
@@ -181,6 +182,36 @@ def duplicate_pairs(nodes: list[fx.Node]) -> list[tuple[int, int]]:
     return pairs
 
 
+class OpaqueReason(StrEnum):
+    """Why read_node read an op (a call_function node) as an opaque term, which no rule looks into."""
+
+    UNSUPPORTED_OP = "unsupported op"
+    """No op of the registry reads its target."""
+    UNSUPPORTED_DTYPE = "unsupported dtype"
+    """It or an operand is stored in a special TOSA dtype (INT48, INT4, ...: touches_special_dtype)."""
+    NO_TENSOR_VALUE = "no tensor value"
+    """Its `val` meta is not one tensor (several outputs, or no meta)."""
+    DYNAMIC_SHAPE = "dynamic shape"
+    """Its value is a tensor of symbolic shape."""
+    UNSUPPORTED_ARGUMENTS = "unsupported arguments"
+    """Its op's reader refused its arguments (a CONCAT that requantizes its inputs, an unsigned per-channel RESCALE, ...)."""
+
+
+def opaque_reason(node: fx.Node) -> OpaqueReason:
+    """Why read_node read node, an op, as opaque: the first of OpaqueReason's conditions that holds. read_node
+    asks the registry only for a known target without a special dtype; the op's reader refused the rest, and a
+    refusal is put down to the node's value when that is not a tensor of static shape, else to its arguments."""
+    if op_name(node.target) not in ops.BY_TARGET:
+        return OpaqueReason.UNSUPPORTED_OP
+    if touches_special_dtype(node):
+        return OpaqueReason.UNSUPPORTED_DTYPE
+    if tensor_val(node) is None:
+        return OpaqueReason.NO_TENSOR_VALUE
+    if static_shape(node) is None:
+        return OpaqueReason.DYNAMIC_SHAPE
+    return OpaqueReason.UNSUPPORTED_ARGUMENTS
+
+
 def read_node(node: fx.Node, index: Callable[[fx.Node], int], keys: dict[str, str]) -> Term:
     """The term for one FX node, read by the op registered for its target; unknown ops become opaque."""
     name = op_name(node.target)
@@ -252,6 +283,14 @@ class Read:
     def as_ir(self) -> Graph:
         """The graph as plain data, with the names of its nodes."""
         return Graph([n.name for n in self.nodes], self.terms, [tensor_type(n) for n in self.nodes], self.outputs)
+
+    def opaque_reasons(self) -> dict[str, dict[OpaqueReason, int]]:
+        """For each op read as opaque, how many of its nodes were, for each reason (opaque_reason); by op name."""
+        counts: dict[str, Counter] = defaultdict(Counter)
+        for node, term in zip(self.nodes, self.terms):
+            if term.op == ops.OPAQUE.name and node.op == "call_function":
+                counts[op_name(node.target)][opaque_reason(node)] += 1
+        return {op: dict(sorted(reasons.items())) for op, reasons in sorted(counts.items())}
 
 
 def read_graph(graph_module: fx.GraphModule) -> Read:

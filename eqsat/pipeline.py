@@ -59,7 +59,8 @@ from eqsat.extract.greedy import reachable
 from eqsat.extract.refine import refine_from
 from eqsat.ir import TensorType, Term
 from eqsat.ops.nodes import output_slots
-from eqsat.report import Report, StopReason, op_counts
+from eqsat.rules import StopReason
+from eqsat.report import Report, op_counts
 
 logger = logging.getLogger("eqsat")
 
@@ -567,7 +568,8 @@ def _optimize(graph_module: fx.GraphModule, target: str, parsed: Options) -> tup
                 loaded = bridge_fx.to_egraph(
                     graph_module, merge_duplicates=parsed.merge_duplicates, checkpoint=deadlines.check, into=scratch
                 )
-                report.graph_before = loaded.read_graph().as_ir()
+                read = loaded.read_graph()
+                report.graph_before, report.opaque_reasons = read.as_ir(), read.opaque_reasons()
                 model = model.running_transposes_of(report.graph_before)
                 report.cost_before = cost_models.priced(report.graph_before, model)
             report.dialect = loaded.dialect

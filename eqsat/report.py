@@ -4,23 +4,14 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import asdict, dataclass, field, replace
-from enum import StrEnum
+from typing import TYPE_CHECKING
 
 from eqsat.ir import Graph
 from eqsat.ops import op_name
 from eqsat.ops.nodes import Dialect
 
-
-class StopReason(StrEnum):
-    """Why saturation stopped: it saturated, or which of its limits (eqsat.rules.Budget) it reached. The pass's
-    hard limits (eqsat.pipeline.BudgetExceeded) stop the whole pass with TIME_LIMIT or MEMORY_LIMIT. The values
-    are what reports and JSON have always held."""
-
-    SATURATED = "saturated"
-    ITERATION_LIMIT = "iteration limit"
-    TIME_LIMIT = "time limit"
-    ENODE_LIMIT = "e-node limit"
-    MEMORY_LIMIT = "memory limit"
+if TYPE_CHECKING:  # the report is plain data: it does not load the rules to name a stop reason
+    from eqsat.rules import StopReason
 
 
 @dataclass
@@ -29,7 +20,7 @@ class Report:
 
     Costs are in the cost model's unit (`cost_unit`); `fallback` is the reason
     the original graph was returned untouched, or None. `stop_reason` says
-    why saturation stopped (a StopReason: saturated or the limit), or which hard limit
+    why saturation stopped (eqsat.rules.StopReason: saturated or the limit), or which hard limit
     (time or memory) stopped the whole pass; "" when saturation did not run. `clock_stops`
     names the phases ("ilp", "refine") that a wall-clock safety net cut
     short instead of their work bound: their result depends on the machine.
@@ -48,6 +39,10 @@ class Report:
     fx_nodes_after: int = 0
     ops_before: dict[str, int] = field(default_factory=dict)
     ops_after: dict[str, int] = field(default_factory=dict)
+    opaque_reasons: dict[str, dict[str, int]] = field(default_factory=dict)
+    """For each op the bridge read as opaque (no rule looks into it), how many of its nodes were left so for each
+    reason (eqsat.bridge_fx.OpaqueReason: unsupported op, unsupported dtype, no tensor value, dynamic shape,
+    unsupported arguments), by op name; empty when the graph was not read."""
     rules_fired: dict[str, int] = field(default_factory=dict)
     iterations: int = 0
     stop_reason: StopReason | str = ""
@@ -71,6 +66,29 @@ class Report:
     verification: dict | None = None
     """With verify="vela": which graph the lowering kept ("eqsat" or "original") and Vela's
     `cycles_total` for both (`eqsat.arm_pass`); None when nothing was verified."""
+
+    def __str__(self) -> str:
+        """The report as text, one fact a line: what ran, what it found, what it could not look into."""
+        if self.fallback is not None:
+            outcome = f"original kept: {self.fallback}"
+        else:
+            outcome = "optimized" if self.changed else "original kept: no cheaper graph found"
+        lines = [f"eqsat for {self.target or 'no target'} ({self.dialect or 'not read'}): {outcome}"]
+        lines.append(f"  FX nodes: {self.fx_nodes_before} before, {self.fx_nodes_after} after")
+        if self.stop_reason:
+            lines.append(
+                f"  saturation: {self.iterations} iteration(s), {self.stop_reason}; "
+                f"{self.egraph_enodes} e-nodes in {self.egraph_classes} e-classes"
+            )
+        if self.cost_before is not None:
+            after = "not priced" if self.cost_after is None else f"{self.cost_after:g}"
+            lines.append(f"  cost ({self.cost_unit}): {self.cost_before:g} before, {after} after")
+        fired = ", ".join(f"{rule} {count}" for rule, count in self.rules_fired.items() if count)
+        lines.append(f"  rules fired: {fired or 'none'}")
+        for op, reasons in self.opaque_reasons.items():
+            why = ", ".join(f"{count} {reason}" for reason, count in reasons.items())
+            lines.append(f"  left opaque: {op} ({why})")
+        return "\n".join(lines)
 
     def as_dict(self) -> dict:
         """The report as JSON-able data."""

@@ -19,7 +19,7 @@ from benchmarks.scale import synthetic_graph
 from eqsat import bridge_fx, fuzz, pipeline, rules
 from eqsat.extract.egraph_view import EGraphView
 from eqsat.fuzz import GraphSpec, Step
-from eqsat.report import StopReason
+from eqsat.rules import StopReason
 
 CHAIN_SHAPE = (1, 2, 1, 3, 1, 2)
 

@@ -15,12 +15,12 @@ import time
 from collections import Counter
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Callable, Iterator
 
 from egglog import EGraph, Fact, Ruleset
 
 from eqsat import terms
-from eqsat.report import StopReason
 from eqsat.rules import (
     _program,
     analysis,
@@ -84,6 +84,18 @@ def rulesets_named(names: tuple[str, ...] | None) -> tuple[Ruleset, ...]:
     if unknown:
         raise ValueError(f"unknown ruleset(s) {unknown}; known: {sorted(RULESETS)}")
     return tuple(RULESETS[name] for name in names)
+
+
+class StopReason(StrEnum):
+    """Why saturation stopped: it saturated, or which of its limits (Budget) it reached. The pass's
+    hard limits (eqsat.pipeline.BudgetExceeded) stop the whole pass with TIME_LIMIT or MEMORY_LIMIT. The values
+    are what reports and JSON have always held."""
+
+    SATURATED = "saturated"
+    ITERATION_LIMIT = "iteration limit"
+    TIME_LIMIT = "time limit"
+    ENODE_LIMIT = "e-node limit"
+    MEMORY_LIMIT = "memory limit"
 
 
 @dataclass(frozen=True)

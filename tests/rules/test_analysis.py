@@ -6,8 +6,7 @@ import torch
 from egglog import bindings
 
 from eqsat.ir import Term
-from eqsat.report import StopReason
-from eqsat.rules import analysis
+from eqsat.rules import StopReason, analysis
 from eqsat.rules.transpose import transpose
 from tests.graphs import GraphBuilder
 from tests.rules.harness import Saturated

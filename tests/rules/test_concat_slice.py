@@ -19,8 +19,7 @@ from hypothesis import strategies as st
 
 from eqsat import bridge_fx, rules
 from eqsat.ir import Term
-from eqsat.report import StopReason
-from eqsat.rules import _program, enode_count
+from eqsat.rules import StopReason, _program, enode_count
 from eqsat.rules.concat_slice import concat_prefixes, concat_slice
 from eqsat.rules.guards import MAX_CONCAT_ARITY
 from tests.graphs import GraphBuilder

@@ -12,8 +12,7 @@ from hypothesis import strategies as st
 from eqsat import bridge_fx
 from eqsat.extract.greedy import extract_greedy
 from eqsat.ir import Term
-from eqsat.report import StopReason
-from eqsat.rules import enode_count
+from eqsat.rules import StopReason, enode_count
 from eqsat.rules.reduce import reduce
 from eqsat.rules.reshape import reshape
 from eqsat.rules.transpose import transpose

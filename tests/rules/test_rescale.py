@@ -12,8 +12,7 @@ from executorch.exir.dialects._ops import ops as exir_ops
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from eqsat.report import StopReason
-from eqsat.rules import enode_count
+from eqsat.rules import StopReason, enode_count
 from eqsat.rules.rescale import rescale
 from tests.graphs import GraphBuilder
 from tests.rules import tosa_reference

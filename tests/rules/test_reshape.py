@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from eqsat.ir import Term
 from eqsat.ops.nodes import Dialect
-from eqsat.report import StopReason
+from eqsat.rules import StopReason
 from eqsat.rules.reshape import reshape
 from eqsat.rules.slice_pushdown import slice_pushdown
 from eqsat.rules.transpose import transpose

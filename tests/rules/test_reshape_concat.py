@@ -9,8 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from eqsat.ir import Term
-from eqsat.report import StopReason
-from eqsat.rules import enode_count
+from eqsat.rules import StopReason, enode_count
 from eqsat.rules.reshape import reshape
 from eqsat.rules.reshape_concat import reshape_concat
 from eqsat.rules.transpose import transpose

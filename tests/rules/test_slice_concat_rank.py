@@ -9,8 +9,7 @@ from hypothesis import strategies as st
 
 from eqsat import rules
 from eqsat.ops.nodes import TOSA
-from eqsat.report import StopReason
-from eqsat.rules import _program
+from eqsat.rules import StopReason, _program
 from eqsat.rules.concat_slice import concat_slice
 from eqsat.rules.reshape import reshape
 from eqsat.rules.reshape_concat import reshape_concat

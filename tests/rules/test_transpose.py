@@ -11,8 +11,7 @@ from hypothesis import strategies as st
 
 
 from eqsat.ir import Term
-from eqsat.report import StopReason
-from eqsat.rules import enode_count
+from eqsat.rules import StopReason, enode_count
 from eqsat.rules.transpose import transpose
 from tests.graphs import GraphBuilder
 from tests.rules.harness import Saturated, law_fires_in, saturated_stress_graph

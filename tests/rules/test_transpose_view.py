@@ -7,8 +7,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from eqsat.report import StopReason
-from eqsat.rules import enode_count
+from eqsat.rules import StopReason, enode_count
 from eqsat.rules.reshape import reshape
 from eqsat.rules.transpose import transpose
 from eqsat.rules.transpose_rank import transpose_rank
