@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pytest
 import torch
-from executorch.backends.arm.tosa.specification import TosaLoweringContext, TosaSpecification
 from executorch.exir.dialects._ops import ops as exir_ops
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -16,7 +15,7 @@ from eqsat.rules import StopReason, enode_count
 from eqsat.rules.reduce import reduce
 from eqsat.rules.reshape import reshape
 from eqsat.rules.transpose import transpose
-from tests.graphs import GraphBuilder
+from tests.graphs import GraphBuilder, tosa_lowering
 from eqsat.soundness import assert_bit_identical
 from tests.rules.harness import Saturated, saturated_stress_graph
 
@@ -51,7 +50,7 @@ def test_reduce_innermost_fires_with_the_axis_moved_out_by_one(reduction):
 
 
 def test_reduce_innermost_fires_on_a_tosa_reduce_max_and_writes_back_the_new_axis():
-    with TosaLoweringContext(TosaSpecification.create_from_string("TOSA-1.0+INT")):
+    with tosa_lowering():
         g = GraphBuilder()
         x = g.input("x", (1, 6, 5, 4))
         reduced = g.call(tosa.REDUCE_MAX.default, x, axis=3)
@@ -71,7 +70,7 @@ def test_reduce_innermost_does_not_fire_on_a_sum():
 
 
 def test_reduce_innermost_does_not_fire_on_a_tosa_reduce_sum():
-    with TosaLoweringContext(TosaSpecification.create_from_string("TOSA-1.0+INT")):
+    with tosa_lowering():
         g = GraphBuilder()
         reduced = g.call(tosa.REDUCE_SUM.default, g.input("x", (1, 6, 5, 4), torch.int32), axis=3)
         s = Saturated(g.output(reduced), reduce)

@@ -17,7 +17,7 @@ from eqsat.rules.reshape import reshape
 from eqsat.rules.slice_pushdown import slice_pushdown
 from eqsat.rules.transpose import transpose
 from eqsat.rules.transpose_rank import transpose_rank
-from tests.graphs import GraphBuilder
+from tests.graphs import GraphBuilder, tosa_lowering
 from tests.rules import tosa_reference
 from tests.rules.harness import BUDGET, Saturated, law_fires_in
 
@@ -221,11 +221,10 @@ def test_reshape_laws_are_sound_with_the_transpose_laws(graph_module, dialect):
 
 def tosa_table_graph(reshape_first: bool):
     """x (2, 3, 4) -> TABLE -> RESHAPE (6, 4), or RESHAPE then TABLE, in TOSA dialect."""
-    from executorch.backends.arm.tosa.specification import TosaLoweringContext, TosaSpecification
     from executorch.exir.dialects._ops import ops as exir_ops
 
     tosa = exir_ops.backend.tosa
-    with TosaLoweringContext(TosaSpecification.create_from_string("TOSA-1.0+INT")):
+    with tosa_lowering():
         g = GraphBuilder()
         x = g.input("x", (2, 3, 4))
         lut = g.constant("lut", torch.randperm(256, generator=torch.Generator().manual_seed(0)).sub(128).to(torch.int8))
@@ -253,11 +252,10 @@ def test_reshape_through_table_does_not_fire_on_a_table_of_a_reshape():
 
 def tosa_table_reshape(shape, target):
     """x -> TABLE -> RESHAPE target, in TOSA dialect."""
-    from executorch.backends.arm.tosa.specification import TosaLoweringContext, TosaSpecification
     from executorch.exir.dialects._ops import ops as exir_ops
 
     tosa = exir_ops.backend.tosa
-    with TosaLoweringContext(TosaSpecification.create_from_string("TOSA-1.0+INT")):
+    with tosa_lowering():
         g = GraphBuilder()
         x = g.input("x", shape)
         lut = g.constant("lut", torch.randperm(256, generator=torch.Generator().manual_seed(0)).sub(128).to(torch.int8))
@@ -285,11 +283,10 @@ def test_reshape_through_table_does_not_fire_when_the_table_would_read_batched_m
 @settings(max_examples=100, deadline=None, derandomize=True)
 @given(data=st.data(), shape=st.lists(st.integers(1, 4), min_size=1, max_size=4).map(tuple))
 def test_reshape_through_table_is_sound(data, shape):
-    from executorch.backends.arm.tosa.specification import TosaLoweringContext, TosaSpecification
     from executorch.exir.dialects._ops import ops as exir_ops
 
     tosa = exir_ops.backend.tosa
-    with TosaLoweringContext(TosaSpecification.create_from_string("TOSA-1.0+INT")):
+    with tosa_lowering():
         g = GraphBuilder()
         x = g.input("x", shape)
         lut = g.constant("lut", torch.randperm(256, generator=torch.Generator().manual_seed(1)).sub(128).to(torch.int8))
