@@ -101,7 +101,7 @@ class Loaded:
     """How many nodes were put in the e-class of an earlier node computing the same value (merge_duplicates)."""
 
     def read_graph(self) -> Read:
-        """The graph as read_graph reads it (duplicates merged or not: merging unions e-classes, it reads no node differently)."""
+        """The graph as the module's read_graph reads it (duplicates merged or not: merging unions e-classes, it reads no node differently)."""
         return Read(self.nodes, self.terms, [i for i in self.outputs if i is not None])
 
 
