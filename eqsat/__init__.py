@@ -6,7 +6,8 @@
 """
 
 from eqsat.arm_pass import EqsatPass, install, last_reports, uninstall
-from eqsat.pipeline import ACCELERATORS, EqsatError, Options, optimize
+from eqsat.errors import EqsatError
+from eqsat.pipeline import ACCELERATORS, Options, optimize
 from eqsat.report import Report
 
 __all__ = [

@@ -23,8 +23,9 @@ from __future__ import annotations
 import itertools
 import os
 import tempfile
-from collections import defaultdict
+from collections import Counter, defaultdict
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any, Callable, Iterable, Iterator
 
 import torch
@@ -40,7 +41,7 @@ from torch.fx.node import map_aggregate
 from eqsat import ops, terms
 from eqsat.ir import Graph, TensorType, Term
 from eqsat.ops import vec
-from eqsat.ops.nodes import TOSA, op_name, static_shape, tensor_val
+from eqsat.ops.nodes import TOSA, Dialect, op_name, output_node, output_slots, static_shape, tensor_val
 
 # ---------------------------------------------------------------- terms
 
@@ -94,23 +95,23 @@ class Loaded:
     outputs: list[int | None]
     output_literals: list[Any]
     prototypes: dict[str, fx.Node]
-    dialect: str
+    dialect: Dialect
     index_of: dict[fx.Node, int] = field(default_factory=dict)
     merged_duplicates: int = 0
     """How many nodes were put in the e-class of an earlier node computing the same value (merge_duplicates)."""
 
-    def read(self) -> Read:
-        """The graph as read_graph reads it (duplicates merged or not: merging unions e-classes, it reads no node differently)."""
+    def read_graph(self) -> Read:
+        """The graph as the module's read_graph reads it (duplicates merged or not: merging unions e-classes, it reads no node differently)."""
         return Read(self.nodes, self.terms, [i for i in self.outputs if i is not None])
 
 
-def detect_dialect(graph_module: fx.GraphModule) -> str:
-    """'aten' while edge ATen data movement is still present, else 'tosa'."""
+def detect_dialect(graph_module: fx.GraphModule) -> Dialect:
+    """ATen while edge ATen data movement is still present, else TOSA."""
     for node in graph_module.graph.nodes:
         name = op_name(node.target) if node.op == "call_function" else ""
         if name.startswith("aten.") and name in ops.BY_TARGET and ops.BY_TARGET[name].moves_data:
-            return "aten"
-    return "tosa"
+            return Dialect.ATEN
+    return Dialect.TOSA
 
 
 def _key_part(value: Any, ids: dict[fx.Node, int] | None = None) -> str:
@@ -179,6 +180,36 @@ def duplicate_pairs(nodes: list[fx.Node]) -> list[tuple[int, int]]:
         elif first[key] != index:
             pairs.append((first[key], index))
     return pairs
+
+
+class OpaqueReason(StrEnum):
+    """Why read_node read an op (a call_function node) as an opaque term, which no rule looks into."""
+
+    UNSUPPORTED_OP = "unsupported op"
+    """No op of the registry reads its target."""
+    UNSUPPORTED_DTYPE = "unsupported dtype"
+    """It or an operand is stored in a special TOSA dtype (INT48, INT4, ...: touches_special_dtype)."""
+    NO_TENSOR_VALUE = "no tensor value"
+    """Its `val` meta is not one tensor (several outputs, or no meta)."""
+    DYNAMIC_SHAPE = "dynamic shape"
+    """Its value is a tensor of symbolic shape."""
+    UNSUPPORTED_ARGUMENTS = "unsupported arguments"
+    """Its op's reader refused its arguments (a CONCAT that requantizes its inputs, an unsigned per-channel RESCALE, ...)."""
+
+
+def opaque_reason(node: fx.Node) -> OpaqueReason:
+    """Why read_node read node, an op, as opaque: the first of OpaqueReason's conditions that holds. read_node
+    asks the registry only for a known target without a special dtype; the op's reader refused the rest, and a
+    refusal is put down to the node's value when that is not a tensor of static shape, else to its arguments."""
+    if op_name(node.target) not in ops.BY_TARGET:
+        return OpaqueReason.UNSUPPORTED_OP
+    if touches_special_dtype(node):
+        return OpaqueReason.UNSUPPORTED_DTYPE
+    if tensor_val(node) is None:
+        return OpaqueReason.NO_TENSOR_VALUE
+    if static_shape(node) is None:
+        return OpaqueReason.DYNAMIC_SHAPE
+    return OpaqueReason.UNSUPPORTED_ARGUMENTS
 
 
 def read_node(node: fx.Node, index: Callable[[fx.Node], int], keys: dict[str, str]) -> Term:
@@ -253,6 +284,14 @@ class Read:
         """The graph as plain data, with the names of its nodes."""
         return Graph([n.name for n in self.nodes], self.terms, [tensor_type(n) for n in self.nodes], self.outputs)
 
+    def opaque_reasons(self) -> dict[str, dict[OpaqueReason, int]]:
+        """For each op read as opaque, how many of its nodes were, for each reason (opaque_reason); by op name."""
+        counts: dict[str, Counter] = defaultdict(Counter)
+        for node, term in zip(self.nodes, self.terms):
+            if term.op == ops.OPAQUE.name and node.op == "call_function":
+                counts[op_name(node.target)][opaque_reason(node)] += 1
+        return {op: dict(sorted(reasons.items())) for op, reasons in sorted(counts.items())}
+
 
 def read_graph(graph_module: fx.GraphModule) -> Read:
     """Every node of graph_module as a term, as to_egraph reads it: what a graph costs is priced from this."""
@@ -260,8 +299,7 @@ def read_graph(graph_module: fx.GraphModule) -> Read:
     index_of = {n: i for i, n in enumerate(nodes)}
     keys: dict[str, str] = {}
     terms_read = [read_node(n, index_of.__getitem__, keys) for n in nodes]
-    output_node = next(n for n in graph_module.graph.nodes if n.op == "output")
-    slots = list(output_node.args[0]) if isinstance(output_node.args[0], (list, tuple)) else [output_node.args[0]]
+    slots = output_slots(graph_module.graph)
     return Read(nodes, terms_read, [index_of[s] for s in slots if isinstance(s, fx.Node)])
 
 
@@ -299,9 +337,7 @@ def to_egraph(
     checkpoint: called every CHECKPOINT_EVERY nodes and before the bulk load; it
     may raise to abandon loading (the pass's deadline).
     """
-    output_node = next((n for n in graph_module.graph.nodes if n.op == "output"), None)
-    if output_node is None:
-        raise ValueError("the graph has no output node")
+    slots = output_slots(graph_module.graph)
     effects = [n for n in graph_module.graph.nodes if n.op == "call_function" and not n.users and n.is_impure()]
     if effects:  # write-back emits what the outputs read: these would be lost
         names = ", ".join(f"{n.name} ({op_name(n.target)})" for n in effects[:3])
@@ -345,7 +381,6 @@ def to_egraph(
         program.extend(f"(union (Node {i}) (Node {j}))" for i, j in pairs)
         egraph._run_program(*egraph._egraph.parse_program("\n".join(program)))
 
-    slots = list(output_node.args[0]) if isinstance(output_node.args[0], (list, tuple)) else [output_node.args[0]]
     outputs = [index_of[s] if isinstance(s, fx.Node) else None for s in slots]
     return Loaded(
         egraph=egraph,
@@ -402,7 +437,7 @@ class _Emitter:
             self.original_term.setdefault((class_of_node[i], as_classes), loaded.nodes[i])
         targets = {op_name(n.target) for n in loaded.graph_module.graph.nodes if n.op == "call_function"}
         self.uses_edge_ops = any(isinstance(n.target, EdgeOpOverload) for n in loaded.graph_module.graph.nodes)
-        tosa_dialect = loaded.dialect == "tosa"
+        tosa_dialect = loaded.dialect == Dialect.TOSA
         self.slices_as_tosa = tosa_dialect or "tosa.SLICE.default" in targets
         self.shapes_as_const_shape = tosa_dialect or "tosa.CONST_SHAPE.default" in targets
         self.pads_as_tosa = tosa_dialect or "tosa.PAD.default" in targets
@@ -486,7 +521,7 @@ class _Emitter:
             self.emit(self.class_of_node[i]) if i is not None else literal
             for i, literal in zip(self.loaded.outputs, self.loaded.output_literals)
         ]
-        original_output = next(n for n in self.loaded.graph_module.graph.nodes if n.op == "output")
+        original_output = output_node(self.loaded.graph_module.graph)
         packed = type(original_output.args[0])(slots) if isinstance(original_output.args[0], (list, tuple)) else slots[0]
         output = self.graph.output(packed)
         output.meta.update(original_output.meta)

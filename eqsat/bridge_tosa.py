@@ -1,6 +1,6 @@
 """TOSA flatbuffer ⇄ FX graph in the TOSA dialect.
 
-`read` turns a TOSA flatbuffer (the file Vela compiles, as the Arm backend
+`read_flatbuffer` turns a TOSA flatbuffer (the file Vela compiles, as the Arm backend
 dumps it) into the FX graph the pass already optimizes inside the Arm
 pipeline: `exir_ops.backend.tosa.*` nodes with FakeTensor `val` meta. The
 ops eqsat models become the dialect nodes their `eqsat.ops` readers read
@@ -9,7 +9,7 @@ MUL, CLAMP, CAST); every other operator becomes an opaque node
 (`FlatbufferOperator`, named after the op). So a file goes through the very same loading,
 saturation, extraction, budgets and fallback as a lowering (`eqsat.pipeline`).
 
-`write` turns the graph the pass returns back into a flatbuffer. A node that
+`write_flatbuffer` turns the graph the pass returns back into a flatbuffer. A node that
 stands for an operator of the file, with the same non-tensor arguments, is
 written as that operator verbatim (op, attribute, constant inputs, location),
 on the tensors its operands now are; a new node is written from its dialect
@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import importlib
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import flatbuffers
 import numpy as np
@@ -37,7 +37,7 @@ from tosa.NanPropagationMode import NanPropagationMode
 from tosa.Op import Op
 from tosa.TosaGraph import TosaGraph
 
-from eqsat.ops.nodes import POOL_WINDOW_META, TOSA, node_args, op_name
+from eqsat.ops.nodes import POOL_WINDOW_META, TOSA, node_args, op_name, output_slots
 from eqsat.ops.rescale import multipliers_and_shifts, scales_of
 
 READS_VERSION = (1, 0)
@@ -277,6 +277,20 @@ def _shape_values(shape: dict[str, Any]) -> list[int]:
     return [int(v) for v in shape.get("Data", np.zeros(0, np.uint8)).view(np.int64)]
 
 
+SOURCE_META = "tosa_source"
+"""The meta key under which a node read from a flatbuffer keeps its TosaSource."""
+
+
+class TosaSource(NamedTuple):
+    """Where a node read from a flatbuffer came from: the index of its operator in the file, the operator's input
+    positions that are the node's operands (in order), and the node's non-tensor arguments as read (`_signature`):
+    a node with the same signature is written back as that operator verbatim."""
+
+    operator: int
+    operand_positions: tuple[int, ...]
+    signature: str
+
+
 def _signature(args: Any, kwargs: Any) -> str:
     """The non-tensor arguments of a node: two nodes with the same target and signature are the same operator."""
     return repr(map_aggregate((args, kwargs), lambda a: "$" if isinstance(a, fx.Node) else a))
@@ -308,8 +322,8 @@ class _Reader:
 
     def operator(self, index: int) -> None:
         operator = self.parsed.operators[index]
-        read = DIALECT_READERS.get(operator.op)
-        form = read(self, operator) if read is not None else None
+        read_operator = DIALECT_READERS.get(operator.op)
+        form = read_operator(self, operator) if read_operator is not None else None
         if form is None:
             operands = tuple(self.value(n) for n in operator.inputs)
             form = (flatbuffer_operator(operator.op), operands, {"index": index}, list(range(len(operator.inputs))))
@@ -321,7 +335,7 @@ class _Reader:
             node.meta[TosaSpecialDtype.meta_key()] = TosaSpecialDtype.SHAPE
         else:
             self.tensor_meta(node, output)
-        node.meta["tosa_source"] = (index, tuple(operand_positions), _signature(args, kwargs))
+        node.meta[SOURCE_META] = TosaSource(index, tuple(operand_positions), _signature(args, kwargs))
         if operator.op in ("MAX_POOL2D", "AVG_POOL2D") and "Kernel" in operator.fields:
             node.meta[POOL_WINDOW_META] = tuple(int(k) for k in operator.fields["Kernel"])
         self.nodes[output] = node
@@ -440,8 +454,8 @@ DIALECT_READERS = {
 positions that are the node's operands, in order); None keeps it opaque."""
 
 
-def read(data: bytes) -> tuple[fx.GraphModule, TosaFile]:
-    """The flatbuffer as an FX graph in the TOSA dialect, and the parsed file `write` takes back."""
+def read_flatbuffer(data: bytes) -> tuple[fx.GraphModule, TosaFile]:
+    """The flatbuffer as an FX graph in the TOSA dialect, and the parsed file `write_flatbuffer` takes back."""
     parsed = parse(data)
     reader = _Reader(parsed)
     for name in parsed.inputs:
@@ -524,10 +538,10 @@ class _Writer:
         return name
 
     def node(self, node: fx.Node, wanted: bytes | None) -> None:
-        source = node.meta.get("tosa_source")
-        original = self.parsed.operators[source[0]] if source is not None else None
+        source: TosaSource | None = node.meta.get(SOURCE_META)
+        original = self.parsed.operators[source.operator] if source is not None else None
         base = wanted or (original.outputs[0] if original is not None else node.name.encode())
-        verbatim = original is not None and source[2] == _signature(node.args, node.kwargs)
+        verbatim = original is not None and source.signature == _signature(node.args, node.kwargs)
         if wanted is not None:
             name = wanted
         elif verbatim and not node_args(node) and original.outputs[0] in self.copied:
@@ -541,10 +555,10 @@ class _Writer:
         operands = [self.name_of[a] for a in node_args(node)]
         if verbatim:
             inputs = list(original.inputs)
-            for position, operand in zip(source[1], operands, strict=True):
+            for position, operand in zip(source.operand_positions, operands, strict=True):
                 inputs[position] = operand
             for position, input_name in enumerate(inputs):
-                if position not in source[1]:
+                if position not in source.operand_positions:
                     self.copy_source_value(input_name)
             self.operators.append(Operator(original.op, original.attribute, original.fields, inputs, [name], original.location))
             if original.outputs[0] in self.parsed.shapes:
@@ -552,10 +566,10 @@ class _Writer:
             else:
                 self.output_tensor(node, name, self.parsed.tensors.get(original.outputs[0]))
             return
-        write = DIALECT_WRITERS.get(op_name(node.target))
-        if write is None:
+        write_operator = DIALECT_WRITERS.get(op_name(node.target))
+        if write_operator is None:
             raise ValueError(f"cannot write node {node.name} ({op_name(node.target)}) as a TOSA operator")
-        op, attribute, fields, inputs = write(self, node, operands)
+        op, attribute, fields, inputs = write_operator(self, node, operands)
         location = original.location if original is not None else None
         self.operators.append(Operator(op, attribute, fields, inputs, [name], location))
         if op == "CONST_SHAPE":
@@ -633,11 +647,10 @@ DIALECT_WRITERS = {
 attribute fields, input names). Keyed copies (elementwise, TABLE, opaque) always have a source operator."""
 
 
-def write(graph_module: fx.GraphModule, parsed: TosaFile) -> bytes:
+def write_flatbuffer(graph_module: fx.GraphModule, parsed: TosaFile) -> bytes:
     """The graph as a TOSA flatbuffer: the block inputs and outputs keep the file's names, order and tensors."""
     writer = _Writer(parsed)
-    output_node = next(n for n in graph_module.graph.nodes if n.op == "output")
-    slots = list(output_node.args[0]) if isinstance(output_node.args[0], (list, tuple)) else [output_node.args[0]]
+    slots = output_slots(graph_module.graph)
     if len(set(slots)) != len(slots) or any(s.op == "placeholder" for s in slots):
         raise ValueError("an output is another output or an input: the file's output names cannot all be kept")
     wanted = dict(zip(slots, parsed.outputs))

@@ -62,6 +62,7 @@ from torch import fx
 
 from eqsat import pipeline, rules, soundness
 from eqsat.bridge_fx import ZERO_SIZE_REFUSAL
+from eqsat.errors import EqsatError
 from eqsat.graph_builder import GraphBuilder
 from eqsat.ir import MAX_RANK
 from eqsat.ops.nodes import TOSA
@@ -825,7 +826,7 @@ def _quiet(expected_refusal: bool) -> Iterator[None]:
         eqsat_logger.setLevel(level)
 
 
-class FuzzFailure(pipeline.EqsatError):
+class FuzzFailure(EqsatError):
     """A generated graph that the optimizer got wrong (message: what, and a reproducer)."""
 
 

@@ -53,7 +53,7 @@ def optimize_file(data: bytes, target: str, *, trials: int = 3, seed: int = 0, *
     Raises TosaFileError when the file cannot be read (not TOSA, another version or profile, control flow)
     or Vela cannot compile it.
     """
-    graph_module, parsed = bridge_tosa.read(data)
+    graph_module, parsed = bridge_tosa.read_flatbuffer(data)
     optimized, report = optimize(graph_module, target, **options)
     configuration = Options.from_kwargs(**options).configuration(target)
     try:
@@ -63,7 +63,7 @@ def optimize_file(data: bytes, target: str, *, trials: int = 3, seed: int = 0, *
     candidate, reason = data, report.fallback or ("no cheaper graph found" if not report.changed else None)
     if report.changed:
         try:
-            candidate = bridge_tosa.write(optimized, parsed)
+            candidate = bridge_tosa.write_flatbuffer(optimized, parsed)
         except ValueError as error:
             reason = f"the optimized graph cannot be written as TOSA: {error}"
     after = before

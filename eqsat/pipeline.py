@@ -50,6 +50,7 @@ from torch import fx
 
 from eqsat import bridge_fx, rules
 from eqsat.configuration import ACCELERATORS, Configuration, check_target
+from eqsat.errors import EqsatError
 from eqsat.extract import cost as cost_models
 from eqsat.extract.egraph_view import EGraphView
 from eqsat.extract import EXTRACTORS, extract
@@ -57,6 +58,8 @@ from eqsat.extract._gc import paused_gc
 from eqsat.extract.greedy import reachable
 from eqsat.extract.refine import refine_from
 from eqsat.ir import TensorType, Term
+from eqsat.ops.nodes import output_slots
+from eqsat.rules import StopReason
 from eqsat.report import Report, op_counts
 
 logger = logging.getLogger("eqsat")
@@ -65,14 +68,10 @@ COST_TOLERANCE = 1e-9
 """Relative difference of two cost totals below which they count as equal."""
 
 
-class EqsatError(RuntimeError):
-    """An internal failure of the optimizer (`optimize` raises it only in strict mode; the fuzzer, for a graph it got wrong)."""
-
-
 class BudgetExceeded(EqsatError):
-    """A hard budget stopped the pass before it had a graph: `limit` is "time limit" or "memory limit"."""
+    """A hard budget stopped the pass before it had a graph: `limit` is StopReason.TIME_LIMIT or MEMORY_LIMIT."""
 
-    def __init__(self, limit: str, detail: str):
+    def __init__(self, limit: StopReason, detail: str):
         super().__init__(f"{limit}: {detail}")
         self.limit = limit
 
@@ -241,7 +240,7 @@ class Deadlines:
         """Raise BudgetExceeded past the hard deadline, or `reserve` seconds before it (loading and
         write-back call this every few hundred nodes)."""
         if time.monotonic() + reserve > self.hard:
-            raise BudgetExceeded("time limit", f"the pass ran past its time limit of {self.time_limit:g} s")
+            raise BudgetExceeded(StopReason.TIME_LIMIT, f"the pass ran past its time limit of {self.time_limit:g} s")
 
 
 @contextmanager
@@ -294,9 +293,7 @@ def _check_outputs(original: fx.GraphModule, optimized: fx.GraphModule) -> None:
     """The optimized graph must return the same shapes and dtypes, slot for slot."""
 
     def signature(gm: fx.GraphModule) -> list:
-        output = next(n for n in gm.graph.nodes if n.op == "output")
-        slots = output.args[0] if isinstance(output.args[0], (list, tuple)) else [output.args[0]]
-        return [bridge_fx.tensor_type(s) if isinstance(s, fx.Node) else repr(s) for s in slots]
+        return [bridge_fx.tensor_type(s) if isinstance(s, fx.Node) else repr(s) for s in output_slots(gm.graph)]
 
     before, after = signature(original), signature(optimized)
     if before != after:
@@ -328,7 +325,7 @@ def search(loaded: bridge_fx.Loaded, model: cost_models.CostModel, options: Opti
         if isinstance(error, (KeyboardInterrupt, SystemExit)):
             raise
         if isinstance(error, MemoryError):
-            error = BudgetExceeded("memory limit", f"the optimizer ran out of memory ({_memory_detail(options)})")
+            error = BudgetExceeded(StopReason.MEMORY_LIMIT, f"the optimizer ran out of memory ({_memory_detail(options)})")
         found = Search(error=error)
     else:
         found = Search(selection=selection, class_of_node=class_of_node, types=types)
@@ -413,7 +410,7 @@ def _run_worker(work: Callable[[], Search], options: Options, deadlines: Deadlin
             os.kill(pid, signal.SIGKILL)
         _, status = os.waitpid(pid, 0)
     if data is None:
-        raise BudgetExceeded("time limit", f"the optimizer worker was stopped at the pass's deadline (time limit {options.time_limit:g} s)")
+        raise BudgetExceeded(StopReason.TIME_LIMIT, f"the optimizer worker was stopped at the pass's deadline (time limit {options.time_limit:g} s)")
     if data:
         try:
             return pickle.loads(data)
@@ -424,7 +421,7 @@ def _run_worker(work: Callable[[], Search], options: Options, deadlines: Deadlin
         os.WIFEXITED(status) and os.WEXITSTATUS(status) == MEMORY_EXIT
     )
     if out_of_memory and options.memory_limit is not None:
-        raise BudgetExceeded("memory limit", f"the optimizer worker died ({died}); {_memory_detail(options)}")
+        raise BudgetExceeded(StopReason.MEMORY_LIMIT, f"the optimizer worker died ({died}); {_memory_detail(options)}")
     raise EqsatError(f"the optimizer worker died ({died})")
 
 
@@ -503,7 +500,7 @@ def _rebuild(
     report.phase_seconds.update(found.report["phase_seconds"])
     if found.error is not None:
         raise found.error
-    if report.stop_reason != "saturated":
+    if report.stop_reason != StopReason.SATURATED:
         logger.info(
             "eqsat: saturation stopped at the %s after %d iteration(s); extracting the best graph found so far",
             report.stop_reason,
@@ -571,7 +568,8 @@ def _optimize(graph_module: fx.GraphModule, target: str, parsed: Options) -> tup
                 loaded = bridge_fx.to_egraph(
                     graph_module, merge_duplicates=parsed.merge_duplicates, checkpoint=deadlines.check, into=scratch
                 )
-                report.graph_before = loaded.read().as_ir()
+                read = loaded.read_graph()
+                report.graph_before, report.opaque_reasons = read.as_ir(), read.opaque_reasons()
                 model = model.running_transposes_of(report.graph_before)
                 report.cost_before = cost_models.priced(report.graph_before, model)
             report.dialect = loaded.dialect

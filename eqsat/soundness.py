@@ -36,6 +36,7 @@ from egglog import EGraph, Ruleset
 from torch import fx
 
 from eqsat import bridge_fx, rules
+from eqsat.errors import EqsatError
 from eqsat.ops.nodes import op_name
 from eqsat.ops.reference import compute, evaluate
 from eqsat.ir import Term
@@ -46,7 +47,7 @@ BUDGET = rules.Budget(iterations=12, enodes=20_000, seconds=30.0)
 """Saturation limits for soundness checks: small graphs, so generous in time, tight in size."""
 
 
-class Unsound(AssertionError):
+class Unsound(EqsatError):
     """An extraction of the saturated e-graph computes something else than the original graph."""
 
 
@@ -281,7 +282,7 @@ def fired_share(cases: list[dict[str, int]], law: str) -> float:
     return sum(map(fired, cases)) / len(cases) if cases else 0.0
 
 
-class LawDidNotFire(AssertionError):
+class LawDidNotFire(EqsatError):
     """A property test's law fired in fewer of its cases than the test states."""
 
 

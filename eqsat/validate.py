@@ -24,6 +24,8 @@ import tosa_reference_model
 from tosa.DType import DType
 from tosa.TosaGraph import TosaGraph
 
+from eqsat.errors import EqsatError
+
 if TYPE_CHECKING:  # importing eqsat.lowering loads all of executorch
     from eqsat.lowering import Lowered
 
@@ -62,7 +64,7 @@ class SignatureMismatchError(ValueError):
     """Two graphs, or a graph and its inputs, disagree on the input signature."""
 
 
-class NotEquivalentError(AssertionError):
+class NotEquivalentError(EqsatError):
     """Two graphs gave different output bits on the same inputs."""
 
 

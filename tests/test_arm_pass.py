@@ -9,6 +9,7 @@ import torch
 
 import eqsat
 from eqsat import lowering
+from eqsat.ops.nodes import Dialect
 from eqsat.report import op_counts
 from executorch.backends.arm._passes import arm_pass_manager
 from tests.graphs import GraphBuilder
@@ -44,12 +45,12 @@ def test_install_takes_the_target_from_the_compile_spec(target, tmp_path):
     lowered, reports = lower_with_eqsat(target, tmp_path)
     assert lowered.delegates == 1 and lowered.cpu_ops == []
     assert [r.target for r in reports] == [target]
-    assert reports[0].dialect == "tosa" and reports[0].fallback is None
+    assert reports[0].dialect == Dialect.TOSA and reports[0].fallback is None
 
 
 def test_install_before_exir_to_tosa_sees_edge_aten_ops(tmp_path):
     _, reports = lower_with_eqsat("ethos-u55-128", tmp_path, before="ExirToTosaPass")
-    assert reports[0].dialect == "aten"
+    assert reports[0].dialect == Dialect.ATEN
     assert "aten.permute_copy.default" in reports[0].ops_before or "aten.cat.default" in reports[0].ops_before
 
 

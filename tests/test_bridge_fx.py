@@ -13,6 +13,7 @@ from eqsat import bridge_fx, fuzz, rules
 from eqsat.soundness import Saturated, law_fires_in
 from eqsat.extract.egraph_view import EGraphView
 from eqsat.extract.greedy import extract_greedy
+from eqsat.ops.nodes import Dialect, output_slots
 from eqsat.ops.rescale import scales_of
 from tests.graphs import GraphBuilder, assert_bit_identical
 
@@ -88,8 +89,7 @@ def test_duplicate_output_slots_stay_distinct_slots():
     y = g.call(aten.neg.default, x)
     gm = g.output(y, y, x)
     _, _, rebuilt = round_trip(gm)
-    output = next(n for n in rebuilt.graph.nodes if n.op == "output")
-    slots = output.args[0]
+    slots = output_slots(rebuilt.graph)
     assert len(slots) == 3 and slots[0] is slots[1] and slots[2].op == "placeholder"
     assert_bit_identical(gm, rebuilt)
 
@@ -165,7 +165,7 @@ def test_new_nodes_are_built_in_the_aten_dialect_with_val():
     g, x, second = _double_transpose(lambda g, x, p: g.call(aten.permute_copy.default, x, p))
     gm = g.output(g.call(aten.neg.default, second))
     loaded, _, rebuilt = round_trip(gm, "(union (Node 2) (Transpose (Node 0) (vec-of 0 1 2 3)))")
-    assert loaded.dialect == "aten"
+    assert loaded.dialect is Dialect.ATEN
     permutes = [n for n in rebuilt.graph.nodes if n.target is aten.permute_copy.default]
     assert len(permutes) == 1 and permutes[0].args[1] == [0, 1, 2, 3]
     assert tuple(permutes[0].meta["val"].shape) == (1, 2, 3, 4)
@@ -184,7 +184,7 @@ def test_new_nodes_are_built_in_the_tosa_dialect_with_val_and_qparams():
     gm = g.output(second)
     with TosaLoweringContext(U55_SPEC):
         loaded, _, rebuilt = round_trip(gm, "(union (Node 2) (Reshape (Node 0) (vec-of 1 2 3 4)))")
-    assert loaded.dialect == "tosa"
+    assert loaded.dialect is Dialect.TOSA
     reshapes = [n for n in rebuilt.graph.nodes if n.target == TOSA.RESHAPE.default]
     assert len(reshapes) == 1 and not any(n.target == TOSA.TRANSPOSE.default for n in rebuilt.graph.nodes)
     assert tuple(reshapes[0].meta["val"].shape) == (1, 2, 3, 4)
@@ -503,6 +503,69 @@ def test_a_new_node_standing_in_for_an_int48_node_keeps_the_mark():
     reshapes = [n for n in rebuilt.graph.nodes if n.target == TOSA.RESHAPE.default]
     assert len(reshapes) == 1 and reshapes[0].args[0].op == "placeholder"
     assert reshapes[0].meta[bridge_fx.TosaSpecialDtype.meta_key()] == INT48
+
+
+# ---------------------------------------------------------------- why an op is left opaque
+
+OpaqueReason = bridge_fx.OpaqueReason
+
+
+def sorted_requantized_concat():
+    """cat(x, y) whose inputs have other qparams (so it requantizes them) -> sort -> getitem, and a permute of x:
+    three ops left opaque, one read as its term."""
+    shared, other = _qparams(0.1, 3), _qparams(0.2, 3)
+    g = GraphBuilder()
+    x, y = g.input("x", (1, 4, 2)), g.input("y", (1, 3, 2))
+    x.meta["output_qparams"], y.meta["output_qparams"] = {0: shared}, {0: other}
+    joined = g.call(aten.cat.default, [x, y], 1)
+    joined.meta["input_qparams"], joined.meta["output_qparams"] = {0: shared}, {0: shared}
+    values = g.getitem(g.call(aten.sort.default, joined, 2), 0)
+    return g, x, values
+
+
+def test_each_op_left_opaque_is_listed_with_why():
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.fx.experimental.symbolic_shapes import ShapeEnv
+
+    g, x, values = sorted_requantized_concat()
+    wide = g.call(aten.neg.default, x)
+    wide.meta[bridge_fx.TosaSpecialDtype.meta_key()] = INT48
+    unknown = g.call(aten.abs.default, x)
+    del unknown.meta["val"]
+    dynamic = g.call(aten.view_copy.default, x, [8])
+    dynamic.meta["val"] = FakeTensorMode(shape_env=ShapeEnv()).from_tensor(torch.empty(8, dtype=torch.int8), static_shapes=False)
+    moved = g.call(aten.permute_copy.default, x, [0, 2, 1])
+    gm = g.output(values, wide, unknown, dynamic, moved)
+    assert bridge_fx.read_graph(gm).opaque_reasons() == {
+        "_operator.getitem": {OpaqueReason.UNSUPPORTED_OP: 1},
+        "aten.abs.default": {OpaqueReason.NO_TENSOR_VALUE: 1},
+        "aten.cat.default": {OpaqueReason.UNSUPPORTED_ARGUMENTS: 1},
+        "aten.neg.default": {OpaqueReason.UNSUPPORTED_DTYPE: 1},
+        "aten.sort.default": {OpaqueReason.UNSUPPORTED_OP: 1},
+        "aten.view_copy.default": {OpaqueReason.DYNAMIC_SHAPE: 1},
+    }
+
+
+def test_the_report_says_why_each_op_was_left_opaque_in_its_text_and_its_json():
+    import json
+
+    import eqsat
+
+    g, x, values = sorted_requantized_concat()
+    gm = g.output(values, g.call(aten.permute_copy.default, x, [0, 2, 1]))
+    _, report = eqsat.optimize(gm)
+    assert report.fallback is None
+    assert report.opaque_reasons == bridge_fx.read_graph(gm).opaque_reasons()
+    assert report.opaque_reasons["aten.cat.default"] == {OpaqueReason.UNSUPPORTED_ARGUMENTS: 1}
+    opaque_lines = [line for line in str(report).splitlines() if "left opaque" in line]
+    assert opaque_lines == [
+        "  left opaque: _operator.getitem (1 unsupported op)",
+        "  left opaque: aten.cat.default (1 unsupported arguments)",
+        "  left opaque: aten.sort.default (1 unsupported op)",
+    ]
+    data = json.loads(json.dumps(report.as_dict()))
+    assert data["opaque_reasons"]["aten.sort.default"] == {"unsupported op": 1}
+    assert (data["dialect"], data["stop_reason"]) == (report.dialect, report.stop_reason) == ("aten", "saturated")
 
 
 def _vals(graph_module):

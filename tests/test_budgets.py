@@ -19,6 +19,7 @@ from benchmarks.scale import synthetic_graph
 from eqsat import bridge_fx, fuzz, pipeline, rules
 from eqsat.extract.egraph_view import EGraphView
 from eqsat.fuzz import GraphSpec, Step
+from eqsat.rules import StopReason
 
 CHAIN_SHAPE = (1, 2, 1, 3, 1, 2)
 
@@ -59,7 +60,7 @@ def assert_bit_exact(original, optimized):
 def test_iteration_limit_stops_saturation_and_the_best_graph_found_comes_back(caplog):
     with caplog.at_level(logging.INFO, logger="eqsat"):
         original, optimized, report = optimize_chain(iteration_limit=2)
-    assert report.iterations == 2 and report.stop_reason == "iteration limit"
+    assert report.iterations == 2 and report.stop_reason == StopReason.ITERATION_LIMIT
     assert "stopped at the iteration limit after 2 iteration(s)" in caplog.text
     assert report.changed and report.fallback is None and report.cost_after < report.cost_before
     assert_bit_exact(original, optimized)
@@ -70,7 +71,7 @@ E_NODE_LIMIT = 1_000
 
 def test_enode_limit_stops_saturation_and_bounds_the_egraph():
     original, optimized, report = optimize_chain(enode_limit=E_NODE_LIMIT)
-    assert report.stop_reason == "e-node limit" and report.iterations < 10
+    assert report.stop_reason == StopReason.ENODE_LIMIT and report.iterations < 10
     # The limit is checked between iterations; one iteration overshoots it by less than the limit again.
     assert report.egraph_enodes < 2 * E_NODE_LIMIT
     assert report.changed and report.cost_after < report.cost_before
@@ -93,7 +94,7 @@ def test_time_limit_is_checked_between_iterations(monkeypatch):
     # takes 1 s of it and starts at 2 s, so a second, predicted to take at least as long, would end past it.
     monkeypatch.setattr(rules, "time", SteppingClock())
     original, optimized, report = optimize_chain(time_limit=5.0)
-    assert report.iterations == 1 and report.stop_reason == "time limit"
+    assert report.iterations == 1 and report.stop_reason == StopReason.TIME_LIMIT
     assert report.changed and report.fallback is None
     assert_bit_exact(original, optimized)
 
@@ -102,16 +103,19 @@ def test_a_run_within_budget_says_saturated(caplog):
     short = transpose_reshape_chain(4)
     with caplog.at_level(logging.INFO, logger="eqsat"), TosaLoweringContext(fuzz.TOSA_SPEC):
         _, report = eqsat.optimize(short.build())
-    assert report.stop_reason == "saturated" and report.iterations < 30
+    assert report.stop_reason == StopReason.SATURATED and report.iterations < 30
     assert "stopped at" not in caplog.text
 
 
-@pytest.mark.parametrize("limit", ["iteration_limit", "enode_limit", "time_limit"])
-def test_a_zero_budget_runs_no_rewrites_and_keeps_the_graph(limit, monkeypatch):
+@pytest.mark.parametrize(
+    "limit, stop_reason",
+    [("iteration_limit", StopReason.ITERATION_LIMIT), ("enode_limit", StopReason.ENODE_LIMIT), ("time_limit", StopReason.TIME_LIMIT)],
+)
+def test_a_zero_budget_runs_no_rewrites_and_keeps_the_graph(limit, stop_reason, monkeypatch):
     monkeypatch.setattr(rules, "time", SteppingClock())
     original, optimized, report = optimize_chain(**{limit: 0})
     assert report.iterations == 0 and set(report.rules_fired) <= {"merge-duplicates"}  # merged at load, no round ran
-    assert report.stop_reason == limit.replace("enode", "e-node").replace("_", " ")
+    assert report.stop_reason == stop_reason
     assert optimized is original and not report.changed
 
 
@@ -121,7 +125,7 @@ def test_a_budget_stop_still_types_every_eclass_for_the_cost_model(iterations):
     # iteration must not go untyped (an untyped transpose looked almost free and skipped U55 checks).
     loaded = bridge_fx.to_egraph(CHAIN.build())
     result = rules.saturate(loaded.egraph, rules.Budget(iterations=iterations))
-    assert result.stop_reason == "iteration limit"
+    assert result.stop_reason == StopReason.ITERATION_LIMIT
     view = EGraphView.of(loaded.egraph, len(loaded.nodes))
     rewritten = [c for c, terms in view.candidates.items() if any(t.op != "Opaque" for t in terms)]
     assert len(rewritten) > 40 and [c for c in rewritten if c not in view.types] == []
@@ -150,7 +154,7 @@ def test_a_graph_that_outgrows_the_memory_limit_comes_back_untouched_and_the_cal
     with pytest.warns(RuntimeWarning, match="memory limit"):
         optimized, report = eqsat.optimize(original, memory_limit_mb=50, time_limit=600)
     assert optimized is original and not report.changed
-    assert report.stop_reason == "memory limit" and report.fallback.startswith("BudgetExceeded: memory limit")
+    assert report.stop_reason == StopReason.MEMORY_LIMIT and report.fallback.startswith("BudgetExceeded: memory limit")
     assert os.getpid() == TEST_PROCESS
 
 
@@ -168,7 +172,7 @@ def test_python_running_out_of_memory_in_the_worker_is_the_memory_limit_too(monk
     monkeypatch.setattr(pipeline, "extract", greedy_extract)
     with pytest.warns(RuntimeWarning, match="memory limit"):
         original, optimized, report = optimize_chain(memory_limit_mb=100)
-    assert optimized is original and report.stop_reason == "memory limit"
+    assert optimized is original and report.stop_reason == StopReason.MEMORY_LIMIT
     assert report.fallback.startswith("BudgetExceeded: memory limit: the optimizer ran out of memory")
 
 
@@ -188,7 +192,7 @@ def test_memory_limit_stops_saturation_between_iterations_and_the_best_graph_fou
     monkeypatch.setattr(rules, "address_space", GrowingAddressSpace())
     with caplog.at_level(logging.INFO, logger="eqsat"):
         original, optimized, report = optimize_chain(memory_limit_mb=250)
-    assert report.stop_reason == "memory limit" and report.iterations == 4
+    assert report.stop_reason == StopReason.MEMORY_LIMIT and report.iterations == 4
     assert "stopped at the memory limit after 4 iteration(s)" in caplog.text
     assert report.changed and report.fallback is None and report.cost_after < report.cost_before
     assert_bit_exact(original, optimized)
@@ -212,7 +216,7 @@ def test_a_saturation_that_outlasts_the_time_limit_is_killed_and_the_graph_comes
     with pytest.warns(RuntimeWarning, match="time limit"):
         original, optimized, report = optimize_chain(time_limit=0.5)
     assert optimized is original and not report.changed
-    assert report.stop_reason == "time limit" and report.fallback.startswith("BudgetExceeded: time limit")
+    assert report.stop_reason == StopReason.TIME_LIMIT and report.fallback.startswith("BudgetExceeded: time limit")
     assert "worker was stopped at the pass's deadline" in report.fallback
 
 
@@ -242,7 +246,7 @@ def test_loading_gives_up_at_the_deadline(monkeypatch):
     monkeypatch.setattr(bridge_fx, "read_node", clock.jumping(bridge_fx.read_node))  # 62 s for the chain's 62 nodes
     with pytest.warns(RuntimeWarning, match="time limit"):
         original, optimized, report = optimize_chain(time_limit=5.0)
-    assert optimized is original and report.stop_reason == "time limit"
+    assert optimized is original and report.stop_reason == StopReason.TIME_LIMIT
     assert report.fallback.startswith("BudgetExceeded: time limit: the pass ran past") and "worker" not in report.phase_seconds
 
 
@@ -254,7 +258,7 @@ def test_write_back_gives_up_at_the_deadline(monkeypatch):
     with pytest.warns(RuntimeWarning, match="time limit"):
         original, optimized, report = optimize_chain(time_limit=5.0)
     assert optimized is original and not report.changed and "write_back" in report.phase_seconds
-    assert report.stop_reason == "time limit" and report.fallback.startswith("BudgetExceeded: time limit: the pass ran past")
+    assert report.stop_reason == StopReason.TIME_LIMIT and report.fallback.startswith("BudgetExceeded: time limit: the pass ran past")
 
 
 @pytest.mark.parametrize("isolate", [True, False])
@@ -320,7 +324,7 @@ def test_an_iteration_predicted_to_explode_is_not_started():
         # a time limit the five iterations fit in on a loaded machine too (5.7 s idle, 28 s at a load of 14)
         _, report = eqsat.optimize(spec.build(), target="ethos-u55-128", accept="always", time_limit=60)
     # which prediction stops it first depends on the machine's speed; neither lets the iteration start
-    assert report.fallback is None and report.stop_reason in ("e-node limit", "time limit")
+    assert report.fallback is None and report.stop_reason in (StopReason.ENODE_LIMIT, StopReason.TIME_LIMIT)
     assert report.iterations <= 5 and report.egraph_enodes < eqsat.Options().enode_limit
     assert fuzz.check(spec) is None
 

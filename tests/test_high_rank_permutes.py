@@ -37,11 +37,11 @@ def _sign(before: float, after: float) -> int:
 @pytest.mark.parametrize("target", TARGETS)
 def test_the_transposes_of_fuzz_case_1_are_never_made_slower_and_are_priced_in_vela_order(target):
     data = fuzz_case_1_transposes()
-    graph_module, parsed = bridge_tosa.read(data)
+    graph_module, parsed = bridge_tosa.read_flatbuffer(data)
     optimized, report = optimize(graph_module, target)
     assert report.fallback is None
     before = vela.estimate(data, target).cycles_total
-    after = vela.estimate(bridge_tosa.write(optimized, parsed), target).cycles_total if report.changed else before
+    after = vela.estimate(bridge_tosa.write_flatbuffer(optimized, parsed), target).cycles_total if report.changed else before
     assert after <= before
     if report.changed:
         assert _sign(report.cost_before, report.cost_after) == _sign(before, after), (report.cost_before, report.cost_after, before, after)

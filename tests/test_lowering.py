@@ -6,30 +6,14 @@ from executorch.backends.arm.ethosu import EthosUCompileSpec
 
 from eqsat.lowering import Lowered, lower, quantize, vela_flags
 from eqsat.validate import tosa_inputs
+from tests.graphs import TwoConv
 
 TARGETS = ["ethos-u55-128", "ethos-u85-256"]
 INPUT_SHAPE = (1, 4, 8, 8)
 
 
-class TwoConv(torch.nn.Module):
-    """conv -> relu -> conv; everything in it is delegable to Ethos-U."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.first = torch.nn.Conv2d(4, 8, 3, padding=1)
-        self.second = torch.nn.Conv2d(8, 4, 3, padding=1)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.second(torch.relu(self.first(x)))
-
-
-class SortBetweenConvs(torch.nn.Module):
-    """conv -> sort -> conv; the Ethos-U partitioner rejects aten.sort."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.first = torch.nn.Conv2d(4, 8, 3, padding=1)
-        self.second = torch.nn.Conv2d(8, 4, 3, padding=1)
+class SortBetweenConvs(TwoConv):
+    """TwoConv's convolutions with a sort for the relu between them; the Ethos-U partitioner rejects aten.sort."""
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.second(torch.sort(self.first(x), dim=3).values)

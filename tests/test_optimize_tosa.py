@@ -104,8 +104,8 @@ def _operators_as_written(data: bytes) -> list[tuple]:
 @pytest.mark.parametrize("model", MODELS)
 def test_a_file_read_and_written_without_rewrites_is_the_same_graph(dumped, model):
     data = dumped[model, "ethos-u55-128"].flatbuffer
-    graph_module, parsed = bridge_tosa.read(data)
-    written = bridge_tosa.write(graph_module, parsed)
+    graph_module, parsed = bridge_tosa.read_flatbuffer(data)
+    written = bridge_tosa.write_flatbuffer(graph_module, parsed)
     assert Counter(_operators_as_written(written)) == Counter(_operators_as_written(data))
     validate.assert_equivalent(data, written, trials=1)
     assert vela.estimate(written, "ethos-u55-128").cycles_total == vela.estimate(data, "ethos-u55-128").cycles_total
@@ -171,7 +171,7 @@ def test_eqsat_optimize_prints_cycles_and_writes_the_file(dumped, tmp_path, caps
 
 
 def test_eqsat_optimize_exits_1_and_writes_nothing_when_the_reference_model_disagrees(dumped, tmp_path, capsys, monkeypatch):
-    write = bridge_tosa.write
+    write_flatbuffer = bridge_tosa.write_flatbuffer
 
     def wrong_output_zero_point(graph_module, parsed):
         def edit(written):
@@ -180,9 +180,9 @@ def test_eqsat_optimize_exits_1_and_writes_nothing_when_the_reference_model_disa
             zero_point = written.tensors[last.inputs[4]]
             zero_point["Data"] = (zero_point["Data"].view(np.int8) + np.int8(1)).view(np.uint8)
 
-        return _edited(write(graph_module, parsed), edit)
+        return _edited(write_flatbuffer(graph_module, parsed), edit)
 
-    monkeypatch.setattr(bridge_tosa, "write", wrong_output_zero_point)
+    monkeypatch.setattr(bridge_tosa, "write_flatbuffer", wrong_output_zero_point)
     path, out = tmp_path / "in.tosa", tmp_path / "out.tosa"
     path.write_bytes(dumped["attention-permute", "ethos-u85-256"].flatbuffer)
     assert cli.main(["optimize", str(path), "--target", "ethos-u85-256", "-o", str(out)]) == 1
@@ -219,7 +219,7 @@ def test_every_operator_eqsat_writes_anew_computes_what_its_dialect_node_compute
         inputs=list(placeholders),
         outputs=outputs,
     )
-    written = bridge_tosa.write(graph_module, parsed)
+    written = bridge_tosa.write_flatbuffer(graph_module, parsed)
     assert Counter(o.op for o in bridge_tosa.parse(written).operators) >= Counter(
         ["TRANSPOSE", "CONCAT", "SLICE", "RESHAPE", "PAD", "RESCALE", "RESCALE", "REDUCE_SUM", "REDUCE_MAX"]
     )
@@ -252,7 +252,7 @@ def test_a_pooling_read_from_a_file_carries_its_window_as_in_the_lowering(kind, 
     from eqsat.ir import window_of
 
     data, _ = build_tosa([Sample(kind, {"shape": [1, 12, 12, 8], "k": k, "stride": 2})])
-    graph_module, _ = bridge_tosa.read(data)
+    graph_module, _ = bridge_tosa.read_flatbuffer(data)
     read = bridge_fx.read_graph(graph_module)
     pools = [t for t in read.terms if t.op == "Opaque" and kind.upper() in t.attrs[0]]
     assert [window_of(t.attrs[0]) for t in pools] == [(k, k)]

@@ -5,7 +5,6 @@ from __future__ import annotations
 import pytest
 import torch
 from egglog import String, Vec, eq, i64, ruleset, var
-from executorch.backends.arm.tosa.specification import TosaLoweringContext, TosaSpecification
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -16,7 +15,7 @@ from eqsat.rules._law import law
 from eqsat.rules.transpose import transpose
 from eqsat.soundness import LawDidNotFire, Saturated, Unsound, fired_share, law_fires_in, random_inputs
 from eqsat.terms import Tensor
-from tests.graphs import GraphBuilder
+from tests.graphs import GraphBuilder, tosa_lowering
 
 permute = torch.ops.aten.permute_copy.default
 x, p, q = var("x", Tensor), var("p", Vec[i64]), var("q", Vec[i64])
@@ -77,7 +76,7 @@ out_of_domain.register(law("rescale-shift-one", x.rescale(dtype_, m, s, zi, zo, 
 
 
 def rescaled():
-    with TosaLoweringContext(TosaSpecification.create_from_string("TOSA-1.0+INT")):
+    with tosa_lowering():
         g = GraphBuilder()
         x_ = g.input("x", (2, 3))
         return g.output(g.call(TOSA.RESCALE.default, g.call(TOSA.RESCALE.default, x_, torch.int8, [0.5], 3, -2), torch.int8, [0.75], -2, 1))
@@ -97,7 +96,7 @@ def test_every_enode_is_evaluated_once_per_draw():
 
 def test_a_wrong_merge_of_two_fx_nodes_is_caught(monkeypatch):
     """Two rescales of x with different scales merged as duplicates: every node's own value is its class's."""
-    with TosaLoweringContext(TosaSpecification.create_from_string("TOSA-1.0+INT")):
+    with tosa_lowering():
         g = GraphBuilder()
         x_ = g.input("x", (2, 3))
         a = g.call(TOSA.RESCALE.default, x_, torch.int8, [0.5], 0, 0)
@@ -117,7 +116,7 @@ def test_a_wrong_shape_in_the_analysis_is_caught():
 
 
 def test_inputs_aim_at_the_ends_of_the_range_and_next_to_each_zero_point():
-    with TosaLoweringContext(TosaSpecification.create_from_string("TOSA-1.0+INT")):
+    with tosa_lowering():
         g = GraphBuilder()
         graph_module = g.output(g.call(TOSA.RESCALE.default, g.input("x", (2000,)), torch.int8, [0.5], 3, -50))
     drawn = set(random_inputs(graph_module, 0)[0].tolist())

@@ -5,20 +5,9 @@ import torch
 
 from eqsat.lowering import lower, quantize
 from eqsat.vela import VelaError, estimate
+from tests.graphs import TwoConv
 
 TARGETS = ["ethos-u55-128", "ethos-u85-256"]
-
-
-class TwoConv(torch.nn.Module):
-    """conv -> relu -> conv on a 1x4x8x8 input."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.first = torch.nn.Conv2d(4, 8, 3, padding=1)
-        self.second = torch.nn.Conv2d(8, 4, 3, padding=1)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.second(torch.relu(self.first(x)))
 
 
 @pytest.fixture(scope="module", params=TARGETS)

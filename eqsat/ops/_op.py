@@ -8,6 +8,7 @@ from typing import Any, Callable, Protocol
 from torch import fx
 
 from eqsat.ir import TensorType, Term
+from eqsat.ops.nodes import Dialect
 
 Reader = Callable[[fx.Node, Callable[[fx.Node], int], Callable[[], str]], "Term | None"]
 """read(node, index, key): node as a term (args are `index` of its operand nodes), or None when
@@ -18,14 +19,14 @@ for keyed terms (Opaque, Elementwise, Reduce, Table); it is only called by reade
 class Writer(Protocol):
     """What an emitter writes a new FX node through (the bridge's write-back, bound to the e-class being written).
 
-    dialect is 'tosa' or 'aten'; slices_as_tosa, shapes_as_const_shape and pads_as_tosa say which form the
+    dialect is the graph's (TOSA or ATen); slices_as_tosa, shapes_as_const_shape and pads_as_tosa say which form the
     graph already uses. call() adds a node that takes the meta of the node it stands in for and gets its
     FakeTensor value, built from the type it `computes` (default: the e-class's type, which the e-graph
     knows; an emitter that writes a term as several nodes names the type of each intermediate one);
     copy_prototype() copies the node a key was read from onto new operands.
     """
 
-    dialect: str
+    dialect: Dialect
     slices_as_tosa: bool
     shapes_as_const_shape: bool
     pads_as_tosa: bool

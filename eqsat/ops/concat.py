@@ -11,7 +11,7 @@ import torch
 from torch import fx
 
 from eqsat.ir import Term
-from eqsat.ops.nodes import TOSA, normalize_axis, static_shape
+from eqsat.ops.nodes import TOSA, Dialect, normalize_axis, static_shape
 from eqsat.ops._op import Op, Writer, vec
 
 
@@ -63,7 +63,7 @@ def load_rule(n: int) -> tuple[list[str], str]:
 
 
 def emit(out: Writer, term: Term, operands: list[fx.Node]) -> fx.Node:
-    if out.dialect == "tosa":
+    if out.dialect == Dialect.TOSA:
         node = out.call(TOSA.CONCAT.default, (operands,), {"axis": term.attrs[0]})
     else:
         node = out.call(out.aten("cat", "default"), (operands, term.attrs[0]), {})

@@ -1,7 +1,9 @@
-"""What every op file reads from an FX node: target names, static shapes, literal shapes, axes."""
+"""What every op file reads from an FX node: target names, static shapes, literal shapes, axes; the dialect a
+graph is in and the slots its output node returns."""
 
 from __future__ import annotations
 
+from enum import StrEnum
 from typing import Any
 
 import executorch.backends.arm.tosa.dialect  # noqa: F401  (registers the tosa ops)
@@ -14,6 +16,16 @@ from torch.fx.node import map_aggregate
 
 TOSA = exir_ops.backend.tosa
 """The TOSA dialect's ops (`TOSA.TRANSPOSE.default`)."""
+
+
+
+
+class Dialect(StrEnum):
+    """The ops an Arm pipeline graph holds: edge ATen before `ExirToTosaPass` (while ATen data movement is
+    still present), the TOSA dialect after it. The bridge writes new nodes in the dialect it was given."""
+
+    ATEN = "aten"
+    TOSA = "tosa"
 
 
 _OP_NAMES: dict[Any, str] = {}
@@ -88,3 +100,17 @@ def node_args(node: fx.Node) -> list[fx.Node]:
     found: list[fx.Node] = []
     map_aggregate((node.args, node.kwargs), lambda a: found.append(a) if isinstance(a, fx.Node) else a)
     return found
+
+
+def output_node(graph: fx.Graph) -> fx.Node:
+    """The graph's output node; ValueError when it has none."""
+    found = next((n for n in reversed(graph.nodes) if n.op == "output"), None)
+    if found is None:
+        raise ValueError("the graph has no output node")
+    return found
+
+
+def output_slots(graph: fx.Graph) -> list[Any]:
+    """What the graph returns, one entry per slot: FX returns a tuple or list of values, or one bare value (one slot)."""
+    returned = output_node(graph).args[0]
+    return list(returned) if isinstance(returned, (list, tuple)) else [returned]

@@ -15,7 +15,7 @@ from torch import fx
 from torch.fx.node import map_aggregate
 
 from eqsat.ops import REGISTRY
-from eqsat.ops.nodes import op_name
+from eqsat.ops.nodes import op_name, output_slots
 
 SEMANTICS: dict[str, Callable[..., Any]] = {
     "tosa.CONST_SHAPE.default": lambda values: list(values),  # a shape operand, not a tensor op
@@ -36,8 +36,7 @@ def evaluate(graph_module: fx.GraphModule, inputs: list[torch.Tensor]) -> list[t
         elif node.op == "call_function":
             env[node] = compute(node, env.__getitem__)
         elif node.op == "output":
-            args = map_aggregate(node.args, lambda a: env[a] if isinstance(a, fx.Node) else a)
-            return list(args[0]) if isinstance(args[0], (list, tuple)) else [args[0]]
+            return [map_aggregate(slot, lambda a: env[a] if isinstance(a, fx.Node) else a) for slot in output_slots(graph_module.graph)]
     raise ValueError("graph has no output node")
 
 

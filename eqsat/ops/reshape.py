@@ -8,7 +8,7 @@ import torch
 from torch import fx
 
 from eqsat.ir import Term
-from eqsat.ops.nodes import TOSA, static_shape
+from eqsat.ops.nodes import TOSA, Dialect, static_shape
 from eqsat.ops._op import Op, Writer, vec
 
 
@@ -30,7 +30,7 @@ def load_rule(n: int) -> tuple[list[str], str]:
 
 def emit(out: Writer, term: Term, operands: list[fx.Node]) -> fx.Node:
     shape = out.const_shape(term.attrs[0]) if out.shapes_as_const_shape else list(term.attrs[0])
-    target = TOSA.RESHAPE.default if out.dialect == "tosa" else out.aten("view_copy", "default")
+    target = TOSA.RESHAPE.default if out.dialect == Dialect.TOSA else out.aten("view_copy", "default")
     node = out.call(target, (operands[0], shape), {})
     out.keep_special_dtype(node)
     out.inherit_input_qparams(node, operands)

@@ -8,7 +8,7 @@ import torch
 from torch import fx
 
 from eqsat.ir import Term
-from eqsat.ops.nodes import TOSA, normalize_axis, tensor_val
+from eqsat.ops.nodes import TOSA, Dialect, normalize_axis, tensor_val
 from eqsat.ops._op import Op, Writer, vec
 
 
@@ -35,7 +35,7 @@ def load_rule(n: int) -> tuple[list[str], str]:
 
 def emit(out: Writer, term: Term, operands: list[fx.Node]) -> fx.Node:
     perm = list(term.attrs[0])
-    if out.dialect == "tosa":
+    if out.dialect == Dialect.TOSA:
         node = out.call(TOSA.TRANSPOSE.default, (operands[0], perm), {})
     else:
         node = out.call(out.aten("permute_copy", "default"), (operands[0], perm), {})

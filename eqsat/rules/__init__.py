@@ -15,6 +15,7 @@ import time
 from collections import Counter
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Callable, Iterator
 
 from egglog import EGraph, Fact, Ruleset
@@ -85,6 +86,18 @@ def rulesets_named(names: tuple[str, ...] | None) -> tuple[Ruleset, ...]:
     return tuple(RULESETS[name] for name in names)
 
 
+class StopReason(StrEnum):
+    """Why saturation stopped: it saturated, or which of its limits (Budget) it reached. The pass's
+    hard limits (eqsat.pipeline.BudgetExceeded) stop the whole pass with TIME_LIMIT or MEMORY_LIMIT. The values
+    are what reports and JSON have always held."""
+
+    SATURATED = "saturated"
+    ITERATION_LIMIT = "iteration limit"
+    TIME_LIMIT = "time limit"
+    ENODE_LIMIT = "e-node limit"
+    MEMORY_LIMIT = "memory limit"
+
+
 @dataclass(frozen=True)
 class Budget:
     """Limits on saturation, enforced between iterations. These defaults are the pass's
@@ -117,7 +130,7 @@ class SaturationResult:
     of typing new terms and filling the lookups)."""
 
     iterations: int = 0
-    stop_reason: str = "saturated"
+    stop_reason: StopReason = StopReason.SATURATED
     rule_matches: Counter = field(default_factory=Counter)
     analysis_matches: Counter = field(default_factory=Counter)
 
@@ -208,22 +221,22 @@ def saturate(egraph: EGraph, budget: Budget, rewrites: tuple[Ruleset, ...] | Non
     enodes_before, growth, last_seconds = runner.enode_count(), 1.0, 0.0
     while True:
         if result.iterations >= budget.iterations:
-            result.stop_reason = "iteration limit"
+            result.stop_reason = StopReason.ITERATION_LIMIT
             break
         elapsed, enodes = time.monotonic() - started, runner.enode_count()
         # One iteration cannot be interrupted: do not start one that, growing the e-graph as the last
         # one did, would end past a limit (a rank-6 fuzz graph went from 100k to 1.07M e-nodes, and
         # 0.3 s to 150 s, in one iteration).
         if elapsed + last_seconds * growth > budget.seconds:
-            result.stop_reason = "time limit"
+            result.stop_reason = StopReason.TIME_LIMIT
             break
         if enodes * growth > budget.enodes:
-            result.stop_reason = "e-node limit"
+            result.stop_reason = StopReason.ENODE_LIMIT
             break
         if memory_start is not None and (memory_now := address_space()) is not None:
             grown, last_iteration = memory_now - memory_start, memory_now - memory_before
             if grown + last_iteration > budget.memory:
-                result.stop_reason = "memory limit"
+                result.stop_reason = StopReason.MEMORY_LIMIT
                 break
             memory_before = memory_now
         iteration_started = time.monotonic()
@@ -245,9 +258,9 @@ def saturate(egraph: EGraph, budget: Budget, rewrites: tuple[Ruleset, ...] | Non
         last_seconds = time.monotonic() - iteration_started
         growth, enodes_before = max(1.0, runner.enode_count() / max(1, enodes_before)), runner.enode_count()
         if not updated:
-            result.stop_reason = "saturated"
+            result.stop_reason = StopReason.SATURATED
             break
-    if result.stop_reason != "saturated" and result.iterations:
+    if result.stop_reason != StopReason.SATURATED and result.iterations:
         # type the terms of the last iteration: the cost model reads their shapes
         result.analysis_matches.update(runner.run(ANALYSIS, saturate=True)[1])
     return result

@@ -5,7 +5,6 @@ from __future__ import annotations
 import pytest
 import torch
 from egglog import EGraph
-from executorch.backends.arm.tosa.specification import TosaLoweringContext, TosaSpecification
 
 from eqsat import bridge_fx, ops, terms
 from eqsat.extract.vela_cost import OpConfig, op_config
@@ -13,7 +12,7 @@ from eqsat.ir import TensorType, Term
 from eqsat.ops import REGISTRY
 from eqsat.ops.nodes import TOSA
 from eqsat.ops.reference import SEMANTICS, evaluate
-from tests.graphs import GraphBuilder
+from tests.graphs import GraphBuilder, tosa_lowering
 
 HANDLES = {"Node", "Element"}
 """Constructors that name tensors of the loaded graph and of rules, never read from or written to FX."""
@@ -81,7 +80,7 @@ def test_the_cost_model_prices_every_registry_op():
 def test_a_tosa_op_without_reference_semantics_is_refused():
     g = GraphBuilder()
     x = g.input("x", (2, 3))
-    with TosaLoweringContext(TosaSpecification.create_from_string("TOSA-1.0+INT")):
+    with tosa_lowering():
         graph_module = g.output(g.call(TOSA.NEGATE.default, x))
     assert "tosa.NEGATE.default" not in SEMANTICS
     with pytest.raises(NotImplementedError, match="tosa.NEGATE"):
@@ -93,7 +92,7 @@ def one_node_of_each_op():
     g = GraphBuilder()
     x = g.input("x", (2, 3, 4))
     wide = g.input("wide", (2, 1, 4), torch.int32)
-    with TosaLoweringContext(TosaSpecification.create_from_string("TOSA-1.0+INT")):
+    with tosa_lowering():
         nodes = [
             g.call(TOSA.TRANSPOSE.default, x, [2, 0, 1]),
             g.call(TOSA.CONCAT.default, [x, x], axis=1),

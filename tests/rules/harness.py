@@ -4,12 +4,12 @@ stress graphs every rule that joins same-shaped terms is tested on."""
 from __future__ import annotations
 
 from egglog import Ruleset
-from executorch.backends.arm.tosa.specification import TosaLoweringContext, TosaSpecification
 
 from eqsat import bridge_fx
 from eqsat.rules import enode_count
 from eqsat.soundness import BUDGET, Saturated, law_fires_in
 from eqsat.stress_graphs import arity_groups, same_parameter_graph
+from tests.graphs import tosa_lowering
 
 __all__ = ["BUDGET", "Saturated", "law_fires_in", "saturated_stress_graph"]
 
@@ -20,7 +20,7 @@ STRESS_COUNT = 300
 def saturated_stress_graph(kind: str, rules: Ruleset) -> tuple[Saturated, int, int]:
     """STRESS_COUNT same-parameter terms of kind feeding concats of 2..16 inputs, saturated with rules:
     the saturated graph, how many concats it has, and how many e-nodes loading it made."""
-    with TosaLoweringContext(TosaSpecification.create_from_string("TOSA-1.0+INT")):
+    with tosa_lowering():
         graph_module = same_parameter_graph(kind, STRESS_COUNT)
     loaded_size = enode_count(bridge_fx.to_egraph(graph_module).egraph)
     return Saturated(graph_module, rules), len(arity_groups(STRESS_COUNT)), loaded_size

@@ -6,9 +6,9 @@ import torch
 from egglog import bindings
 
 from eqsat.ir import Term
-from eqsat.rules import analysis
+from eqsat.rules import StopReason, analysis
 from eqsat.rules.transpose import transpose
-from tests.graphs import GraphBuilder
+from tests.graphs import GraphBuilder, tosa_lowering
 from tests.rules.harness import Saturated
 
 aten = torch.ops.aten
@@ -42,13 +42,12 @@ def test_concat_offsets_are_the_running_sum_of_extents():
 
 
 def test_new_reduces_and_rescales_get_the_shape_and_dtype_of_their_tensors():
-    from executorch.backends.arm.tosa.specification import TosaLoweringContext, TosaSpecification
     from executorch.exir.dialects._ops import ops as exir_ops
 
     from eqsat.rules.rescale import rescale
 
     tosa = exir_ops.backend.tosa
-    with TosaLoweringContext(TosaSpecification.create_from_string("TOSA-1.0+INT")):
+    with tosa_lowering():
         g = GraphBuilder()
         x = g.input("x", (2, 3, 4), torch.int32)
         summed = g.call(tosa.TRANSPOSE.default, g.call(tosa.REDUCE_SUM.default, x, axis=0), [1, 2, 0])
@@ -65,17 +64,16 @@ def test_hundreds_of_same_key_tables_are_typed_through_their_key():
     """300 TABLEs with one key, each under a transpose that moves through it: saturation ends in a few
     iterations, every new term typed. Table dtypes go through keyed_dtype (two atoms keyed on one table),
     not a join of every pair of same-key tables (300^2 candidates)."""
-    from executorch.backends.arm.tosa.specification import TosaLoweringContext, TosaSpecification
     from executorch.exir.dialects._ops import ops as exir_ops
 
     tosa = exir_ops.backend.tosa
-    with TosaLoweringContext(TosaSpecification.create_from_string("TOSA-1.0+INT")):
+    with tosa_lowering():
         g = GraphBuilder()
         lut = g.constant("lut", torch.arange(-128, 128, dtype=torch.int8).flip(0).contiguous())
         tables = [g.call(tosa.TABLE.default, g.input(f"x{i}", (1, 2, 3)), lut) for i in range(300)]
         moved = [g.call(tosa.TRANSPOSE.default, table, [0, 2, 1]) for table in tables]
         s = Saturated(g.output(*moved), transpose)
-    assert s.result.stop_reason == "saturated"
+    assert s.result.stop_reason == StopReason.SATURATED
     assert s.result.iterations <= 3
     assert s.fired("transpose-through-table") == 300
     assert all(s.view.types[s.class_of(m)] == ((1, 3, 2), "torch.int8") for m in moved)

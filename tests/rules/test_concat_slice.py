@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 from eqsat import bridge_fx, rules
 from eqsat.ir import Term
-from eqsat.rules import _program, enode_count
+from eqsat.rules import StopReason, _program, enode_count
 from eqsat.rules.concat_slice import concat_prefixes, concat_slice
 from eqsat.rules.guards import MAX_CONCAT_ARITY
 from tests.graphs import GraphBuilder
@@ -306,7 +306,7 @@ def test_concat_of_adjacent_slices_stays_linear_on_hundreds_of_adjacent_slices()
     loaded e-graph plus at most 8 rows per concat input (the run, leading and trailing facts) and 16 per concat
     (the merged slice and concat, concat-single, and their analysis rows)."""
     s, concats, loaded_size = saturated_stress_graph("adjacent-slice", concat_slice)
-    assert s.result.stop_reason == "saturated"
+    assert s.result.stop_reason == StopReason.SATURATED
     assert s.result.iterations <= 3
     assert s.fired("concat-of-adjacent-slices") == concats
     assert enode_count(s.loaded.egraph) <= loaded_size + 8 * 300 + 16 * concats
@@ -355,7 +355,7 @@ def test_concat_flatten_stays_linear_on_hundreds_of_nested_concats():
     flattening. Bound: the loaded e-graph plus at most 48 rows per nested concat (each flattening's concat,
     its shape, type, element, offset, leading and trailing rows)."""
     s, _, loaded_size = saturated_stress_graph("nested-concat", concat_slice)
-    assert s.result.stop_reason == "saturated"
+    assert s.result.stop_reason == StopReason.SATURATED
     assert s.result.iterations <= 10
     assert s.fired("concat-flatten") <= 300
     assert enode_count(s.loaded.egraph) <= loaded_size + 48 * 300
@@ -421,7 +421,7 @@ def test_concat_extends_concat_stays_linear_on_a_deep_dense_chain():
     graph_module = g.output(concats[-1], *[g.call(aten.bitwise_not.default, c) for c in concats[:-1]])
     loaded_size = enode_count(bridge_fx.to_egraph(graph_module).egraph)
     s = Saturated(graph_module, concat_slice)
-    assert s.result.stop_reason == "saturated"
+    assert s.result.stop_reason == StopReason.SATURATED
     assert s.result.iterations <= 8
     assert s.fired("concat-extends-concat") >= 23
     assert enode_count(s.loaded.egraph) <= loaded_size + 48 * MAX_CONCAT_ARITY * len(concats)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pytest
 import torch
-from executorch.backends.arm.tosa.specification import TosaLoweringContext, TosaSpecification
 from executorch.exir.dialects._ops import ops as exir_ops
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -12,11 +11,11 @@ from hypothesis import strategies as st
 from eqsat import bridge_fx
 from eqsat.extract.greedy import extract_greedy
 from eqsat.ir import Term
-from eqsat.rules import enode_count
+from eqsat.rules import StopReason, enode_count
 from eqsat.rules.reduce import reduce
 from eqsat.rules.reshape import reshape
 from eqsat.rules.transpose import transpose
-from tests.graphs import GraphBuilder
+from tests.graphs import GraphBuilder, tosa_lowering
 from eqsat.soundness import assert_bit_identical
 from tests.rules.harness import Saturated, saturated_stress_graph
 
@@ -51,7 +50,7 @@ def test_reduce_innermost_fires_with_the_axis_moved_out_by_one(reduction):
 
 
 def test_reduce_innermost_fires_on_a_tosa_reduce_max_and_writes_back_the_new_axis():
-    with TosaLoweringContext(TosaSpecification.create_from_string("TOSA-1.0+INT")):
+    with tosa_lowering():
         g = GraphBuilder()
         x = g.input("x", (1, 6, 5, 4))
         reduced = g.call(tosa.REDUCE_MAX.default, x, axis=3)
@@ -71,7 +70,7 @@ def test_reduce_innermost_does_not_fire_on_a_sum():
 
 
 def test_reduce_innermost_does_not_fire_on_a_tosa_reduce_sum():
-    with TosaLoweringContext(TosaSpecification.create_from_string("TOSA-1.0+INT")):
+    with tosa_lowering():
         g = GraphBuilder()
         reduced = g.call(tosa.REDUCE_SUM.default, g.input("x", (1, 6, 5, 4), torch.int32), axis=3)
         s = Saturated(g.output(reduced), reduce)
@@ -114,7 +113,7 @@ def test_reduce_innermost_adds_one_reduction_per_reduction_with_the_transpose_la
     x = g.input("x", (1, 6, 5, 4))
     reduced = g.call(aten.amax.default, g.call(aten.neg.default, x), [3], True)
     s = Saturated(g.output(g.call(aten.sub.Tensor, x, reduced)), reduce, transpose, reshape)
-    assert s.result.stop_reason == "saturated"
+    assert s.result.stop_reason == StopReason.SATURATED
     reductions = [term for terms in s.view.candidates.values() for term in terms if term.op == "Reduce"]
     assert sorted(term.attrs[1] for term in reductions) == [2, 3]
     assert any(term.op == "Reshape" for term in s.terms_of(reduced))
@@ -125,7 +124,7 @@ def test_reduce_innermost_stays_linear_on_hundreds_of_same_parameter_reductions(
     (the query joins one reduction with its operand's shape), a handful of iterations, and at most 12 new
     rows per reduction (its transposed operand, reduction and transpose back, and their analysis rows)."""
     s, _concats, loaded_size = saturated_stress_graph("reduce", reduce)
-    assert s.result.stop_reason == "saturated"
+    assert s.result.stop_reason == StopReason.SATURATED
     assert s.result.iterations <= 3
     assert s.fired(LAW) == 300
     assert enode_count(s.loaded.egraph) <= loaded_size + 12 * 300

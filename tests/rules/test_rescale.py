@@ -2,19 +2,17 @@
 
 from __future__ import annotations
 
-import contextlib
 import math
 
 import pytest
 import torch
-from executorch.backends.arm.tosa.specification import TosaLoweringContext, TosaSpecification
 from executorch.exir.dialects._ops import ops as exir_ops
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from eqsat.rules import enode_count
+from eqsat.rules import StopReason, enode_count
 from eqsat.rules.rescale import rescale
-from tests.graphs import GraphBuilder
+from tests.graphs import GraphBuilder, tosa_lowering
 from tests.rules import tosa_reference
 from tests.rules.harness import Saturated, law_fires_in, saturated_stress_graph
 
@@ -42,13 +40,7 @@ def zero_point_for(dtype: torch.dtype, drawn: int) -> int:
 
 @pytest.fixture(autouse=True)
 def tosa_context():
-    with TosaLoweringContext(TosaSpecification.create_from_string("TOSA-1.0+INT")):
-        yield
-
-
-@contextlib.contextmanager
-def tosa():
-    with TosaLoweringContext(TosaSpecification.create_from_string("TOSA-1.0+INT")):
+    with tosa_lowering():
         yield
 
 
@@ -113,7 +105,7 @@ def test_rescale_identity_does_not_fire_per_channel():
 )
 def test_rescale_identity_is_sound(shape, dtype, zp, other_zp, case):
     """Identities, and the near misses each guard excludes: a scale of 1/2, 2 or 1 + 2^-25, a moved zero point, another dtype."""
-    with tosa():
+    with tosa_lowering():
         scale = {"half": 0.5, "double": 2.0, "near_one": 1.0 + 2**-25}.get(case, 1.0)
         out_dtype = {torch.int8: torch.int16, torch.int16: torch.int8}[dtype] if case == "dtype_changes" else dtype
         in_zp = zero_point_for(dtype, zp)
@@ -237,7 +229,7 @@ def two_rescale_graphs(draw, per_channel_second: bool):
 @SOUNDNESS
 @given(data=st.data())
 def test_rescale_rescale_exact_is_sound(data):
-    with tosa():
+    with tosa_lowering():
         tosa_reference.assert_every_extraction_agrees(Saturated(data.draw(two_rescale_graphs(per_channel_second=False)), rescale))
 
 
@@ -354,7 +346,7 @@ def test_concat_of_rescales_stays_linear_on_hundreds_of_same_parameter_rescales(
     analysis facts: the hoisted concat and rescale, their types, element, offset and source rows) per
     concat input and per concat."""
     s, concats, loaded_size = saturated_stress_graph("rescale", rescale)
-    assert s.result.stop_reason == "saturated"
+    assert s.result.stop_reason == StopReason.SATURATED
     assert s.result.iterations <= 3
     assert s.fired("concat-of-rescales") == concats
     assert enode_count(s.loaded.egraph) <= loaded_size + 6 * (300 + concats)
@@ -426,7 +418,7 @@ def movement_outputs(g, r, other, shape, data, per_channel: bool):
 @given(data=st.data(), shape=st.lists(st.integers(1, 4), min_size=1, max_size=4).map(tuple), dtype=source_dtypes)
 def test_data_movement_through_rescale_is_sound(data, shape, dtype):
     """transpose, slice, reshape and concat across a per-tensor rescale of an int8, int16 or int32 tensor."""
-    with tosa():
+    with tosa_lowering():
         g = GraphBuilder()
         params = (torch.int8, [data.draw(st.floats(2.0**-12, 4.0))], zero_point_for(dtype, data.draw(zero_points)), data.draw(zero_points))
         r, other = g.call(RESCALE, g.input("x", shape, dtype), *params), g.call(RESCALE, g.input("y", shape, dtype), *params)
@@ -449,7 +441,7 @@ def test_data_movement_through_rescale_is_sound(data, shape, dtype):
 def test_data_movement_through_per_channel_rescale_is_sound(data, shape, dtype):
     """transpose, slice, reshape and concat across a per-channel rescale, in forms that keep the channel axis last and
     whole and in forms that do not (the guards must refuse those)."""
-    with tosa():
+    with tosa_lowering():
         shape = (*shape[:-1], shape[-1] + 1)  # at least two channels
         g = GraphBuilder()
         scales = data.draw(st.lists(st.floats(2.0**-12, 4.0), min_size=shape[-1], max_size=shape[-1]))
@@ -466,7 +458,7 @@ def test_rescale_laws_saturate():
     narrow_again = g.call(RESCALE, slice_(g, wide, [0, 0, 0, 0], [1, 3, 4, 1]), torch.int8, [0.3], 0, 2)
     back = g.call(TRANSPOSE, reshape(g, narrow_again, [1, 3, 4, 1]), [0, 3, 1, 2])
     s = Saturated(g.output(back), rescale)
-    assert s.result.stop_reason == "saturated"
+    assert s.result.stop_reason == StopReason.SATURATED
     assert s.fired("rescale-rescale-exact-int8") >= 1
 
 
@@ -500,7 +492,7 @@ def test_per_channel_rescale_identity_does_not_fire(reason, scales, in_zp, out_z
 @SOUNDNESS
 @given(data=st.data(), shape=st.lists(st.integers(1, 4), min_size=1, max_size=3).map(tuple), zp=zero_points, other_zp=zero_points)
 def test_per_channel_rescale_identity_is_sound(data, shape, zp, other_zp):
-    with tosa():
+    with tosa_lowering():
         channels = shape[-1] + 1
         shape = (*shape[:-1], channels)
         case = data.draw(weighted(identity=3, one_channel_not_one=1, zero_point_moves=1))
@@ -556,7 +548,7 @@ def test_rescale_per_channel_rescale_exact_does_not_fire(reason, first_scale, se
 @SOUNDNESS
 @given(data=st.data())
 def test_rescale_per_channel_rescale_exact_is_sound(data):
-    with tosa():
+    with tosa_lowering():
         tosa_reference.assert_every_extraction_agrees(Saturated(data.draw(two_rescale_graphs(per_channel_second=True)), rescale))
 
 
@@ -597,7 +589,7 @@ def test_slice_of_channels_through_per_channel_rescale_does_not_fire_when_every_
 @SOUNDNESS
 @given(data=st.data(), shape=st.lists(st.integers(1, 4), min_size=1, max_size=3).map(tuple), dtype=source_dtypes)
 def test_slice_of_channels_through_per_channel_rescale_is_sound(data, shape, dtype):
-    with tosa():
+    with tosa_lowering():
         shape = (*shape[:-1], shape[-1] + 1)
         g = GraphBuilder()
         x = g.input("x", shape, dtype)

@@ -11,11 +11,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from eqsat.ir import Term
+from eqsat.ops.nodes import Dialect
+from eqsat.rules import StopReason
 from eqsat.rules.reshape import reshape
 from eqsat.rules.slice_pushdown import slice_pushdown
 from eqsat.rules.transpose import transpose
 from eqsat.rules.transpose_rank import transpose_rank
-from tests.graphs import GraphBuilder
+from tests.graphs import GraphBuilder, tosa_lowering
 from tests.rules import tosa_reference
 from tests.rules.harness import BUDGET, Saturated, law_fires_in
 
@@ -94,7 +96,7 @@ def test_a_chain_of_reshapes_and_unary_ops_saturates():
     for _ in range(10):
         value = g.call(neg, g.call(view, value, next(shapes)))
     s = Saturated(g.output(value), reshape, slice_pushdown, transpose)
-    assert s.result.stop_reason == "saturated"
+    assert s.result.stop_reason == StopReason.SATURATED
     assert s.result.iterations < BUDGET.iterations
 
 
@@ -105,7 +107,7 @@ def test_a_chain_of_5d_transposes_reshapes_and_unary_ops_saturates():
     for _ in range(4):
         value = g.call(view, g.call(neg, g.call(permute, value, next(perms))), [1, 2, 3, 4, 5])
     s = Saturated(g.output(value), reshape, transpose_rank, slice_pushdown, transpose)
-    assert s.result.stop_reason == "saturated"
+    assert s.result.stop_reason == StopReason.SATURATED
 
 
 # ---------------------------------------------------------------- soundness
@@ -200,7 +202,7 @@ def data_movement_graphs(draw, steps: tuple[str, ...], slice_after_each: bool = 
 # measured: @@
 @law_fires_in(0.05, "reshape-reshape", "reshape-identity")
 @settings(max_examples=100, deadline=None, derandomize=True)
-@given(data_movement_graphs(("view", "view", "view", "permute", "unary", "binary", "slice")), st.sampled_from(tosa_reference.DIALECTS))
+@given(data_movement_graphs(("view", "view", "view", "permute", "unary", "binary", "slice")), st.sampled_from(Dialect))
 def test_reshape_laws_are_sound(graph_module, dialect):
     """In ATen (view_copy) and in TOSA (RESHAPE with a CONST_SHAPE operand)."""
     tosa_reference.assert_sound_in(dialect, graph_module, reshape)
@@ -209,7 +211,7 @@ def test_reshape_laws_are_sound(graph_module, dialect):
 # measured: @@
 @law_fires_in(0.2, "reshape-reshape", "reshape-identity", "transpose-compose")
 @settings(max_examples=100, deadline=None, derandomize=True)
-@given(data_movement_graphs(("view", "permute", "unary", "binary", "cat", "slice")), st.sampled_from(tosa_reference.DIALECTS))
+@given(data_movement_graphs(("view", "permute", "unary", "binary", "cat", "slice")), st.sampled_from(Dialect))
 def test_reshape_laws_are_sound_with_the_transpose_laws(graph_module, dialect):
     tosa_reference.assert_sound_in(dialect, graph_module, reshape, transpose)
 
@@ -219,11 +221,10 @@ def test_reshape_laws_are_sound_with_the_transpose_laws(graph_module, dialect):
 
 def tosa_table_graph(reshape_first: bool):
     """x (2, 3, 4) -> TABLE -> RESHAPE (6, 4), or RESHAPE then TABLE, in TOSA dialect."""
-    from executorch.backends.arm.tosa.specification import TosaLoweringContext, TosaSpecification
     from executorch.exir.dialects._ops import ops as exir_ops
 
     tosa = exir_ops.backend.tosa
-    with TosaLoweringContext(TosaSpecification.create_from_string("TOSA-1.0+INT")):
+    with tosa_lowering():
         g = GraphBuilder()
         x = g.input("x", (2, 3, 4))
         lut = g.constant("lut", torch.randperm(256, generator=torch.Generator().manual_seed(0)).sub(128).to(torch.int8))
@@ -251,11 +252,10 @@ def test_reshape_through_table_does_not_fire_on_a_table_of_a_reshape():
 
 def tosa_table_reshape(shape, target):
     """x -> TABLE -> RESHAPE target, in TOSA dialect."""
-    from executorch.backends.arm.tosa.specification import TosaLoweringContext, TosaSpecification
     from executorch.exir.dialects._ops import ops as exir_ops
 
     tosa = exir_ops.backend.tosa
-    with TosaLoweringContext(TosaSpecification.create_from_string("TOSA-1.0+INT")):
+    with tosa_lowering():
         g = GraphBuilder()
         x = g.input("x", shape)
         lut = g.constant("lut", torch.randperm(256, generator=torch.Generator().manual_seed(0)).sub(128).to(torch.int8))
@@ -283,11 +283,10 @@ def test_reshape_through_table_does_not_fire_when_the_table_would_read_batched_m
 @settings(max_examples=100, deadline=None, derandomize=True)
 @given(data=st.data(), shape=st.lists(st.integers(1, 4), min_size=1, max_size=4).map(tuple))
 def test_reshape_through_table_is_sound(data, shape):
-    from executorch.backends.arm.tosa.specification import TosaLoweringContext, TosaSpecification
     from executorch.exir.dialects._ops import ops as exir_ops
 
     tosa = exir_ops.backend.tosa
-    with TosaLoweringContext(TosaSpecification.create_from_string("TOSA-1.0+INT")):
+    with tosa_lowering():
         g = GraphBuilder()
         x = g.input("x", shape)
         lut = g.constant("lut", torch.randperm(256, generator=torch.Generator().manual_seed(1)).sub(128).to(torch.int8))

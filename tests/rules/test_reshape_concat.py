@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from eqsat.ir import Term
-from eqsat.rules import enode_count
+from eqsat.rules import StopReason, enode_count
 from eqsat.rules.reshape import reshape
 from eqsat.rules.reshape_concat import reshape_concat
 from eqsat.rules.transpose import transpose
@@ -71,7 +71,7 @@ def test_reshape_through_concat_stays_linear_on_hundreds_of_same_shape_reshapes(
     and at most 10 new rows per concat input (its reshape, its analysis rows and the lookup's partial lists:
     measured 8.05)."""
     s, concats, loaded_size = saturated_stress_graph("reshaped-concat", reshape_concat)
-    assert s.result.stop_reason == "saturated"
+    assert s.result.stop_reason == StopReason.SATURATED
     assert s.result.iterations <= 4
     assert fired(s) == concats
     assert enode_count(s.loaded.egraph) <= loaded_size + 10 * (300 + concats)

@@ -3,19 +3,18 @@
 from __future__ import annotations
 
 import torch
-from executorch.backends.arm.tosa.specification import TosaLoweringContext, TosaSpecification
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from eqsat import rules
 from eqsat.ops.nodes import TOSA
-from eqsat.rules import _program
+from eqsat.rules import StopReason, _program
 from eqsat.rules.concat_slice import concat_slice
 from eqsat.rules.reshape import reshape
 from eqsat.rules.reshape_concat import reshape_concat
 from eqsat.rules.slice_concat_rank import slice_concat_rank
 from eqsat.rules.slice_pushdown import slice_pushdown
-from tests.graphs import GraphBuilder
+from tests.graphs import GraphBuilder, tosa_lowering
 from tests.rules.harness import Saturated, law_fires_in
 from tests.rules.test_reshape import terms
 
@@ -63,7 +62,7 @@ def test_slice_merge_whole_inner_dim_does_not_fire_on_a_4d_slice():
 
 
 def test_slice_merge_whole_inner_dim_does_not_fire_when_every_inner_dim_is_cut():
-    with TosaLoweringContext(TosaSpecification.create_from_string("TOSA-1.0+INT")):
+    with tosa_lowering():
         g = GraphBuilder()
         x = g.input("x", (2, 3, 4, 5, 6))
         box = g.call(TOSA.SLICE.default, x, g.const_shape((0, 1, 1, 1, 1)), g.const_shape((2, 2, 3, 4, 5)))
@@ -153,7 +152,7 @@ def test_rank_6_slices_and_concats_saturate():
     value = g.call(cat, [value, g.call(slice_copy, value, 5, 0, 2)], 5)
     s = Saturated(g.output(value), slice_concat_rank, reshape, reshape_concat, concat_slice, slice_pushdown)
     assert s.fired("slice-merge-whole-inner-dim") >= 1 and s.fired("concat-merge-adjacent-dims") >= 1
-    assert s.result.stop_reason == "saturated"
+    assert s.result.stop_reason == StopReason.SATURATED
 
 
 @st.composite

@@ -6,7 +6,6 @@ import random
 
 import pytest
 import torch
-from executorch.backends.arm.tosa.specification import TosaLoweringContext, TosaSpecification
 from executorch.exir.dialects._ops import ops as exir_ops
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -15,7 +14,7 @@ from eqsat.ir import Term
 from eqsat.rules.reshape import reshape
 from eqsat.rules.slice_pushdown import slice_pushdown
 from eqsat.rules.transpose import transpose
-from tests.graphs import GraphBuilder
+from tests.graphs import GraphBuilder, tosa_lowering, tosa_pad, tosa_slice, tosa_table
 from tests.rules.harness import Saturated, law_fires_in
 from tests.rules.test_reshape import data_movement_graphs, reshaped_shapes, terms
 
@@ -102,7 +101,7 @@ def test_slice_does_not_move_through_a_reshape_when_it_cuts_a_partial_row():
 def test_slice_does_not_move_through_a_reshape_when_it_cuts_two_dims():
     g = GraphBuilder()
     x = g.input("x", (2, 12))
-    with TosaLoweringContext(TosaSpecification.create_from_string("TOSA-1.0+INT")):
+    with tosa_lowering():
         start, size = g.call(TOSA.CONST_SHAPE.default, [0, 0, 0]), g.call(TOSA.CONST_SHAPE.default, [1, 3, 2])
         cut = g.call(TOSA.SLICE.default, g.call(view, x, [2, 3, 4]), start, size)
     s = Saturated(g.output(cut), slice_pushdown)
@@ -181,23 +180,6 @@ def test_slice_pushdown_laws_are_sound_with_the_reshape_and_transpose_laws(graph
 
 
 # ---------------------------------------------------------------- PAD and TABLE
-
-
-def tosa_lowering():
-    return TosaLoweringContext(TosaSpecification.create_from_string("TOSA-1.0+INT"))
-
-
-def tosa_slice(g, x, start, size):
-    return g.call(TOSA.SLICE.default, x, g.const_shape(start), g.const_shape(size))
-
-
-def tosa_pad(g, x, padding, value):
-    return g.call(TOSA.PAD.default, x, g.const_shape(padding), value=value)
-
-
-def tosa_table(g, x, seed=0):
-    lut = torch.randperm(256, generator=torch.Generator().manual_seed(seed)).sub(128).to(torch.int8)
-    return g.call(TOSA.TABLE.default, x, g.constant(f"lut{seed}", lut))
 
 
 def test_slice_inside_pad_fires_and_reads_the_unpadded_input():

@@ -11,9 +11,10 @@ from hypothesis import strategies as st
 
 
 from eqsat.ir import Term
-from eqsat.rules import enode_count
+from eqsat.ops.nodes import TOSA
+from eqsat.rules import StopReason, enode_count
 from eqsat.rules.transpose import transpose
-from tests.graphs import GraphBuilder
+from tests.graphs import GraphBuilder, tosa_lowering, tosa_pad, tosa_table
 from tests.rules.harness import Saturated, law_fires_in, saturated_stress_graph
 from tests.rules.test_reshape import terms
 from tests.rules.test_slice_pushdown import many_slices_after, slice_copy, sliced
@@ -176,7 +177,7 @@ def test_transpose_hoist_stays_linear_on_hundreds_of_same_permutation_transposes
     transpose, the transposes pushed into the concat and their compositions, and their analysis rows, four of
     them per concat input from transposed_sources and transposed_inputs)."""
     s, concats, loaded_size = saturated_stress_graph("transpose", transpose)
-    assert s.result.stop_reason == "saturated"
+    assert s.result.stop_reason == StopReason.SATURATED
     assert s.result.iterations <= 8
     assert s.fired("transpose-hoist-from-concat") >= concats
     assert s.fired("transpose-through-concat") >= concats
@@ -231,11 +232,10 @@ def test_slice_through_transpose_is_sound(graph_module):
 @pytest.mark.parametrize("op", ["CLAMP", "CAST"])
 def test_tosa_clamp_and_cast_pass_through_transposes_as_unary_elementwise(op):
     """CLAMP and CAST are read as unary Elementwise, so transpose-through-unary (and slice/reshape) moves them."""
-    from executorch.backends.arm.tosa.specification import TosaLoweringContext, TosaSpecification
     from executorch.exir.dialects._ops import ops as exir_ops
 
     tosa = exir_ops.backend.tosa
-    with TosaLoweringContext(TosaSpecification.create_from_string("TOSA-1.0+INT")):
+    with tosa_lowering():
         g = GraphBuilder()
         x = g.input("x", (1, 2, 3, 4))
         t = g.call(tosa.TRANSPOSE.default, x, [0, 2, 3, 1])
@@ -328,11 +328,10 @@ def test_transpose_through_reduce_is_sound(data, shape):
 
 
 def test_transpose_through_tosa_reduce_sum_writes_back_tosa_with_the_new_axis():
-    from executorch.backends.arm.tosa.specification import TosaLoweringContext, TosaSpecification
     from executorch.exir.dialects._ops import ops as exir_ops
 
     tosa = exir_ops.backend.tosa
-    with TosaLoweringContext(TosaSpecification.create_from_string("TOSA-1.0+INT")):
+    with tosa_lowering():
         g = GraphBuilder()
         x = g.input("x", (2, 3, 4), torch.int32)
         t = g.call(tosa.TRANSPOSE.default, g.call(tosa.REDUCE_SUM.default, x, axis=0), [1, 2, 0])
@@ -346,32 +345,11 @@ def test_transpose_through_tosa_reduce_sum_writes_back_tosa_with_the_new_axis():
 # ---------------------------------------------------------------- PAD and TABLE
 
 
-def tosa_lowering():
-    from executorch.backends.arm.tosa.specification import TosaLoweringContext, TosaSpecification
-
-    return TosaLoweringContext(TosaSpecification.create_from_string("TOSA-1.0+INT"))
-
-
-def tosa_ops():
-    from executorch.exir.dialects._ops import ops as exir_ops
-
-    return exir_ops.backend.tosa
-
-
-def tosa_pad(g, x, padding, value):
-    return g.call(tosa_ops().PAD.default, x, g.const_shape(padding), value=value)
-
-
-def tosa_table(g, x, seed=0):
-    lut = torch.randperm(256, generator=torch.Generator().manual_seed(seed)).sub(128).to(torch.int8)
-    return g.call(tosa_ops().TABLE.default, x, g.constant(f"lut{seed}", lut))
-
-
 def test_transpose_through_pad_fires_with_the_padding_permuted():
     with tosa_lowering():
         g = GraphBuilder()
         x = g.input("x", (1, 2, 3, 4))
-        t = g.call(tosa_ops().TRANSPOSE.default, tosa_pad(g, x, [0, 0, 1, 0, 0, 2, 3, 1], -5), [0, 3, 1, 2])
+        t = g.call(TOSA.TRANSPOSE.default, tosa_pad(g, x, [0, 0, 1, 0, 0, 2, 3, 1], -5), [0, 3, 1, 2])
         s = Saturated(g.output(t), transpose)
     assert s.fired("transpose-through-pad") == 1
     pads = [term for term in s.terms_of(t) if term.op == "Pad"]
@@ -384,7 +362,7 @@ def test_transpose_through_pad_does_not_fire_on_a_pad_of_a_transpose():
     with tosa_lowering():
         g = GraphBuilder()
         x = g.input("x", (1, 2, 3, 4))
-        p = tosa_pad(g, g.call(tosa_ops().TRANSPOSE.default, x, [0, 3, 1, 2]), [0, 0, 1, 1, 0, 0, 2, 2], 0)
+        p = tosa_pad(g, g.call(TOSA.TRANSPOSE.default, x, [0, 3, 1, 2]), [0, 0, 1, 1, 0, 0, 2, 2], 0)
         s = Saturated(g.output(p), transpose)
     assert not any(name.startswith("transpose-through-pad") for name in s.result.rule_matches)
     assert [term.op for term in s.terms_of(p)] == ["Pad"]
@@ -394,8 +372,8 @@ def test_transpose_through_table_fires_and_keeps_the_lookup_table():
     with tosa_lowering():
         g = GraphBuilder()
         x = g.input("x", (1, 2, 3, 4))
-        inner = tosa_table(g, g.call(tosa_ops().TRANSPOSE.default, x, [0, 2, 3, 1]))
-        back = g.call(tosa_ops().TRANSPOSE.default, inner, [0, 3, 1, 2])
+        inner = tosa_table(g, g.call(TOSA.TRANSPOSE.default, x, [0, 2, 3, 1]))
+        back = g.call(TOSA.TRANSPOSE.default, inner, [0, 3, 1, 2])
         s = Saturated(g.output(back), transpose)
     lut = s.class_of(inner.args[1])
     assert s.fired("transpose-through-table") >= 1
@@ -406,7 +384,7 @@ def test_transpose_through_table_does_not_fire_on_a_table_of_a_transpose():
     with tosa_lowering():
         g = GraphBuilder()
         x = g.input("x", (1, 2, 3, 4))
-        looked_up = tosa_table(g, g.call(tosa_ops().TRANSPOSE.default, x, [0, 2, 3, 1]))
+        looked_up = tosa_table(g, g.call(TOSA.TRANSPOSE.default, x, [0, 2, 3, 1]))
         s = Saturated(g.output(looked_up), transpose)
     assert s.fired("transpose-through-table") == 0
     assert [term.op for term in s.terms_of(looked_up)] == ["Table"]
@@ -418,7 +396,7 @@ def test_transpose_through_table_fires_when_the_moved_operand_is_not_batched_mac
     with tosa_lowering():
         g = GraphBuilder()
         x = g.input("x", shape)
-        back = g.call(tosa_ops().TRANSPOSE.default, tosa_table(g, x), perm)
+        back = g.call(TOSA.TRANSPOSE.default, tosa_table(g, x), perm)
         s = Saturated(g.output(back), transpose)
     assert s.fired("transpose-through-table") == 1
 
@@ -428,7 +406,7 @@ def test_transpose_through_table_does_not_fire_when_the_table_would_read_batched
     with tosa_lowering():
         g = GraphBuilder()
         x = g.input("x", (2, 3, 1, 1))
-        back = g.call(tosa_ops().TRANSPOSE.default, tosa_table(g, x), [0, 2, 3, 1])
+        back = g.call(TOSA.TRANSPOSE.default, tosa_table(g, x), [0, 2, 3, 1])
         s = Saturated(g.output(back), transpose)
     assert s.fired("transpose-through-table") == 0
     assert "Table" not in [term.op for term in s.terms_of(back)]
@@ -452,7 +430,7 @@ def test_transpose_through_pad_and_table_is_sound(data, shape):
                 value = tosa_pad(g, value, padding, data.draw(st.integers(-128, 127)))
             else:
                 value = tosa_table(g, value, seed=step)
-            value = g.call(tosa_ops().TRANSPOSE.default, value, list(data.draw(st.permutations(range(rank)))))
+            value = g.call(TOSA.TRANSPOSE.default, value, list(data.draw(st.permutations(range(rank)))))
         s = Saturated(g.output(value), transpose)
         tosa_reference.assert_every_extraction_agrees(s)
 

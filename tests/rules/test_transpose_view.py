@@ -7,7 +7,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from eqsat.rules import enode_count
+from eqsat.rules import StopReason, enode_count
 from eqsat.rules.reshape import reshape
 from eqsat.rules.transpose import transpose
 from eqsat.rules.transpose_rank import transpose_rank
@@ -121,7 +121,7 @@ def test_patch_unfold_composes_into_one_transpose_that_keeps_the_feature_dim_inn
     x = g.input("x", (1, 16, 16, 32))
     unfolded = patch_unfold(g, x)
     s = Saturated(g.output(unfolded), transpose_view, transpose_rank, transpose, reshape)
-    assert s.result.stop_reason == "saturated"
+    assert s.result.stop_reason == StopReason.SATURATED
     assert ((1, 3, 0, 2, 4), (8, 2, 8, 2, 32)) in transposes_of(s, s.class_of(unfolded))
     # and as two transposes of rank 3 and 4, the first moving the patch row offset to the front: (8, 2, 512) -> (2, 8, 512),
     # then (2, 8, 8, 2, 32) read as (2, 64, 2, 32) -> (2, 2, 64, 32)
@@ -136,7 +136,7 @@ def test_patch_unfolds_of_the_same_shape_grow_the_egraph_one_chain_at_a_time():
         g = GraphBuilder()
         outputs = [patch_unfold(g, g.input(f"x{i}", (1, 4, 4, 8)), channels=8, size=4) for i in range(count)]
         s = Saturated(g.output(*outputs), transpose_view, transpose_rank, transpose, reshape)
-        assert s.result.stop_reason == "saturated"
+        assert s.result.stop_reason == StopReason.SATURATED
         sizes[count] = (s.result.iterations, enode_count(s.loaded.egraph))
     assert sizes[12][0] == sizes[1][0]
     assert sizes[12][1] <= 12 * sizes[1][1]

@@ -20,7 +20,7 @@ from executorch.exir.dialects._ops import ops as exir_ops
 from torch import fx
 
 from eqsat.ops import RequireViolation
-from eqsat.ops.nodes import op_name
+from eqsat.ops.nodes import Dialect, op_name, output_slots
 from eqsat.ops.reference import evaluate
 from eqsat.soundness import Saturated, check_every_enode
 from tests.graphs import GraphBuilder
@@ -94,7 +94,7 @@ def as_tosa(graph_module: fx.GraphModule) -> fx.GraphModule:
         if node.op == "placeholder":
             built[node] = g.input(node.name, tuple(node.meta["val"].shape), node.meta["val"].dtype)
         elif node.op == "output":
-            return g.output(*args[0])
+            return g.output(*fx.node.map_arg(output_slots(graph_module.graph), built.__getitem__))
         elif node.target == ATEN.view_copy.default:
             built[node] = g.call(TOSA.RESHAPE.default, args[0], g.const_shape(list(args[1])))
         elif node.target == ATEN.permute_copy.default:
@@ -112,13 +112,9 @@ def as_tosa(graph_module: fx.GraphModule) -> fx.GraphModule:
     raise ValueError("graph has no output node")
 
 
-DIALECTS = ("aten", "tosa")
-"""The two forms of a data-movement graph a law must be sound on."""
-
-
-def assert_sound_in(dialect: str, graph_module: fx.GraphModule, *rulesets) -> None:
+def assert_sound_in(dialect: Dialect, graph_module: fx.GraphModule, *rulesets) -> None:
     """Saturate the ATen graph_module with rulesets, as drawn or written in TOSA (as_tosa), and check every extraction
     on edge_inputs with the exact reference (which runs ATen ops as themselves)."""
     with TosaLoweringContext(TosaSpecification.create_from_string("TOSA-1.0+INT+int16")):  # int16 data movement: the extension
-        graph_module = as_tosa(graph_module) if dialect == "tosa" else graph_module
+        graph_module = as_tosa(graph_module) if dialect == Dialect.TOSA else graph_module
         assert_every_extraction_agrees(Saturated(graph_module, *rulesets))
