@@ -4,7 +4,7 @@ executorch's `backends/arm/test/misc/test_high_rank_permute_view_invariants.py` 
 views behind a convolution. On both targets eqsat must never make one slower under Vela, and whenever it changes
 one, the sign of the predicted change must be Vela's. The fast test runs the transposes of
 `high_rank_permute_fuzz_case_1` alone, as a hand-built TOSA graph: before Vela's reshape canonicalisation was
-priced (`eqsat.extract.layers.transposes_behind_unit_reshapes`), eqsat predicted it 85% cheaper on Ethos-U85, and
+priced (`eqsat.extract.layers.transposes_as_vela_runs_them`), eqsat predicted it 85% cheaper on Ethos-U85, and
 Vela said 16.6% dearer. The slow test lowers every case of the module on both targets.
 """
 

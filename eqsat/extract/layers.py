@@ -43,7 +43,8 @@ class LayerKind(StrEnum):
     OP = "op"
     """The op's own layer (or chain of passes), priced from its term."""
     TRANSPOSE_IN_SHAPE = "transpose in another shape"
-    """A TRANSPOSE run in the shape of the RESHAPE input in front of it; args: (permutation, that input's type)."""
+    """A TRANSPOSE run in another input shape or permutation (moved in front of a reshape, merged with another);
+    args: (the permutation, the input's type)."""
     RESHAPE_COPY = "reshape copy"
     """A MemoryCopy of a RESHAPE's input; args: (the input's type,)."""
     COPY = "copy"
@@ -330,29 +331,130 @@ def permutation_before_unit_reshape(before: tuple[int, ...], after: tuple[int, .
     return tuple(i if d == 1 else next(moved) for i, d in enumerate(before))
 
 
-def transposes_behind_unit_reshapes(g: LiveGraph) -> dict[Hashable, Layer]:
-    """The TRANSPOSEs that Vela runs in the shape in front of the RESHAPE they read, as that layer.
+def _kept_transpose(g: LiveGraph, value: Hashable) -> bool:
+    """value is computed by a TRANSPOSE that Vela keeps: not one that only reorders unit axes, which regor's
+    GraphIrOptimiser::RewriteIdentityTranspose turns into an Identity before any transpose is moved or merged."""
+    term = g.terms.get(value)
+    if term is None or term.op != "Transpose" or not term.args or g.type_of(term.args[0]) is None:
+        return False
+    return not vela_cost.is_noop_transpose(tuple(g.type_of(term.args[0]).shape), tuple(term.attrs[0]))
 
-    regor `GraphIrOptimiser::CanonicaliseReshapeTransposePattern` (compiler/graphir_optimiser.cpp), before any
-    reshape is removed: a RESHAPE that only adds or drops unit axes (equal `squeezed` shapes), whose output one
-    TRANSPOSE alone reads (`IsSinglePath`), is moved behind the transpose, and the transpose runs on the
-    reshape's input with its permutation recalculated (`permutation_before_unit_reshape`). Its passes follow
-    that shape: a (4, 16, 256) transpose by (0, 2, 1) is one pass on Ethos-U85 (12800 cycles), behind a
-    (4, 16, 256, 1) -> (4, 16, 256) reshape it is five passes of (4, 16, 256, 1) by (0, 2, 1, 3) (222452 cycles);
-    an Arm backend rank-5 permute/view test case came out 16.6% slower for it.
+
+def _sole_reader(g: LiveGraph, value: Hashable) -> Hashable | None:
+    """The one op that reads value, if exactly one does (regor Tensor::IsSinglePath: graph outputs are not readers)."""
+    reads = g.readers.of.get(value, [])
+    return reads[0] if len(reads) == 1 else None
+
+
+def _transpose_moved_in_front_of(g: LiveGraph, value: Hashable) -> Hashable | None:
+    """The TRANSPOSE that regor moves in front of the RESHAPE computing value: the one op reading its output, when
+    the reshape only adds or drops unit axes (equal `squeezed` shapes; regor CanonicaliseReshapeTransposePattern)."""
+    term, transpose = g.terms.get(value), _sole_reader(g, value)
+    if term is None or term.op != "Reshape" or transpose is None or not _kept_transpose(g, transpose):
+        return None
+    source, reshaped = g.type_of(term.args[0]), g.type_of(value)
+    if source is None or reshaped is None or squeezed(tuple(source.shape)) != squeezed(tuple(reshaped.shape)):
+        return None
+    return transpose
+
+
+def _canonicalised_transposes(g: LiveGraph) -> dict[Hashable, tuple[Hashable, tuple[int, ...], tuple[int, ...]]]:
+    """The TRANSPOSEs that regor's GraphIrOptimiser::CanonicaliseReshapeTransposePattern (compiler/graphir_optimiser.cpp)
+    moves in front of a RESHAPE, each with the value it then reads, that value's shape and its recalculated permutation.
+
+    The rewrite runs alone in one traversal (GraphOptimiser::RewriteGraph, compiler/graph_optimiser.hpp): depth first
+    from the writers of the graph outputs, an op before the ops writing its inputs. A RESHAPE whose output one kept
+    TRANSPOSE alone reads (`_transpose_moved_in_front_of`) is replaced: the transpose reads the reshape's input
+    (`permutation_before_unit_reshape`) and a new RESHAPE behind it restores its output shape. That new reshape is
+    rewritten at once: when one transpose alone reads its output, that transpose moves in front of it too, and so on.
+    The traversal goes on from the new reshape, whose input's writer (the moved transpose) it has visited already:
+    nothing in front of the replaced reshape is visited from it.
     """
-    layers = {}
+    moved: dict[Hashable, tuple[Hashable, tuple[int, ...], tuple[int, ...]]] = {}
+    visited: set = set()
+    stack = list(g.readers.outputs)  # the writers of the graph outputs, the last one visited first
+    while stack:
+        value = stack.pop()
+        if value in visited or value not in g.terms:
+            continue
+        visited.add(value)
+        transpose = _transpose_moved_in_front_of(g, value)
+        if transpose is None:
+            stack.extend((moved[value][0],) if value in moved else g.terms[value].args)
+            continue
+        source = g.terms[value].args[0]
+        shape = tuple(g.type_of(source).shape)
+        perm = permutation_before_unit_reshape(shape, tuple(g.type_of(value).shape), tuple(g.terms[transpose].attrs[0]))
+        moved[transpose] = (source, shape, perm)
+        while (reader := _sole_reader(g, transpose)) is not None and _kept_transpose(g, reader):
+            written = tuple(shape[p] for p in perm)  # the moved transpose's output, in front of the new reshape
+            perm = permutation_before_unit_reshape(written, tuple(g.type_of(transpose).shape), tuple(g.terms[reader].attrs[0]))
+            moved[reader] = (transpose, written, perm)
+            transpose, shape = reader, written
+        stack.append(transpose)
+    return moved
+
+
+def transposes_as_vela_runs_them(g: LiveGraph) -> dict[Hashable, Layer | None]:
+    """The TRANSPOSEs that Vela runs in another input shape or permutation than the graph gives them: for each, the
+    layer it runs as (`TRANSPOSE_IN_SHAPE`), or None when Vela merges it with the transpose that reads its output
+    (whose layer then runs both).
+
+    Two rewrites of regor's GraphIrOptimiser (compiler/graphir_optimiser.cpp), in the order it runs them:
+    `CanonicaliseReshapeTransposePattern` moves a transpose in front of a reshape that only adds or drops unit axes
+    (`_canonicalised_transposes`; graph outputs are not readers there, and its one traversal does not reach past a
+    reshape it replaced); after `RemoveReshape`, `MergeTransposes` merges a transpose into the transpose writing its
+    input when that one's output has no other reader and is read in the shape it is written in (directly, or through
+    a reshape that the first rewrite removed or that keeps the shape). A chain merges into one transpose in the first
+    one's input shape, its permutations composed; composed to the identity it is removed. Measured on both targets:
+    behind a (4, 16, 256, 1) -> (4, 16, 256) reshape a (0, 2, 1) transpose is five passes of (4, 16, 256, 1) by
+    (0, 2, 1, 3) (222452 cycles on Ethos-U85), not one (12800), also when the reshape is a graph output; two unit
+    reshape + transpose pairs in a row are one moved transpose (the later) and one run in its own shape, unless the
+    op between them is also a graph output; a transpose, a unit reshape and a transpose are one layer on Ethos-U85
+    and two passes on Ethos-U55, none when they compose to the identity; attention-permute's head transposes behind
+    reshapes that split an axis are not moved. An Arm backend rank-5 permute/view test case came out 16.6% slower
+    when the move was not priced. Not modelled: MergeTransposes keeps both when each has a RESCALE fused into its
+    output.
+    """
+    moved = _canonicalised_transposes(g)
+    runs = {}  # each kept transpose: (the value it reads, that value's shape, its permutation), once moved
     for value, term in g.terms.items():
-        if term.op != "Transpose" or not term.args:
-            continue
-        reshape = g.terms.get(term.args[0])
-        if reshape is None or reshape.op != "Reshape" or g.readers.count(term.args[0]) != 1:
-            continue
-        source, reshaped = g.type_of(reshape.args[0]), g.type_of(term.args[0])
-        if source is None or reshaped is None or squeezed(source.shape) != squeezed(reshaped.shape) or source.shape == reshaped.shape:
-            continue
-        perm = permutation_before_unit_reshape(tuple(source.shape), tuple(reshaped.shape), tuple(term.attrs[0]))
-        layers[value] = Layer(value, LayerKind.TRANSPOSE_IN_SHAPE, (perm, source))
+        if value in moved:
+            runs[value] = moved[value]
+        elif _kept_transpose(g, value):
+            runs[value] = (term.args[0], tuple(g.type_of(term.args[0]).shape), tuple(term.attrs[0]))
+
+    def merged_into(value: Hashable) -> Hashable | None:
+        """The transpose in front that value is merged with (regor MergeTransposes), if any."""
+        source, shape, _perm = runs[value]
+        while source in g.terms and g.terms[source].op == "Reshape" and _sole_reader(g, source) is not None:
+            source = g.terms[source].args[0]  # RemoveReshape: the reshape's reader reads its input
+        if source not in runs or _sole_reader(g, source) is None:
+            return None
+        _, written_shape, written_perm = runs[source]
+        return source if tuple(written_shape[p] for p in written_perm) == shape else None
+
+    earlier = {value: merged_into(value) for value in runs}
+    absorbed = {e for e in earlier.values() if e is not None}
+
+    def running(value: Hashable) -> tuple[tuple[int, ...], tuple[int, ...]]:
+        """The input shape and permutation of the one transpose that value's merged chain runs as."""
+        chain = [value]
+        while earlier[chain[-1]] is not None:
+            chain.append(earlier[chain[-1]])
+        _, shape, perm = runs[chain[-1]]
+        for later in reversed(chain[:-1]):
+            perm = tuple(perm[p] for p in runs[later][2])
+        return shape, perm
+
+    layers: dict[Hashable, Layer | None] = {}
+    for value, term in g.terms.items():
+        out = g.type_of(value)
+        if value in absorbed:
+            layers[value] = None
+        elif value in runs and out is not None and running(value) != (tuple(g.type_of(term.args[0]).shape), tuple(term.attrs[0])):
+            shape, perm = running(value)
+            layers[value] = Layer(value, LayerKind.TRANSPOSE_IN_SHAPE, (perm, TensorType(shape, out.dtype)))
     return layers
 
 
@@ -644,7 +746,7 @@ DECISIONS = (
     copied_reshapes,
     removed_accumulator_reshapes,
     folded_transposes,
-    transposes_behind_unit_reshapes,
+    transposes_as_vela_runs_them,
     fused_tables,
     copied_slices,
     transposing_slice_copies,
@@ -662,7 +764,7 @@ def form_layers(g: LiveGraph) -> list[Layer]:
     without_layer = {*folded, *fused_tables(g), *removed_accumulator_reshapes(g)}
     slices, copied = set(narrow_slices(g)), set(copied_slices(g))
     transposing = transposing_slice_copies(g, folded)
-    in_shape = transposes_behind_unit_reshapes(g)
+    in_shape = transposes_as_vela_runs_them(g)
     concat_copies = copied_concat_inputs(g)
     alone = rescales_alone(g)
     reshape_copies = set(copied_reshapes(g))
@@ -678,7 +780,8 @@ def form_layers(g: LiveGraph) -> list[Layer]:
         elif value in without_layer:
             pass
         elif value in in_shape:
-            layers.append(in_shape[value])
+            if in_shape[value] is not None:  # None: merged into the transpose reading it
+                layers.append(in_shape[value])
         else:
             layers.append(Layer(value, LayerKind.OP))
         if value in alone:

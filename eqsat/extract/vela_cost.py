@@ -273,7 +273,7 @@ def transpose_passes(shape: tuple[int, ...], perm: tuple[int, ...], family: str)
     in the shape the transpose has in the graph (its rank-5/6 shape, unit axes included; graphir_optimiser.cpp
     `RearrangeTranspose` drops no unit axis, as both targets answer `Native` to its query), each swap
     becoming up to five 3D passes (`SwapAxes`). A transpose behind a RESHAPE that only adds or drops unit
-    axes runs in the reshape's input shape (`eqsat.extract.layers.transposes_behind_unit_reshapes`).
+    axes runs in the reshape's input shape (`eqsat.extract.layers.transposes_as_vela_runs_them`).
     Not followed: int32 H <-> C swaps on Ethos-U55, which `SwapAxesIn3D` runs as three swaps.
     """
     if is_noop_transpose(shape, perm):

@@ -21,7 +21,7 @@ from eqsat.extract.layers import (
     narrow_slices,
     readers_of,
     removed_accumulator_reshapes,
-    transposes_behind_unit_reshapes,
+    transposes_as_vela_runs_them,
     transposing_slice_copies,
     unfused_add_subs,
 )
@@ -497,19 +497,22 @@ def test_a_transpose_alone_behind_a_slice_is_folded_into_its_copy_where_vela_fol
 
 
 UNIT_RESHAPE_TRANSPOSES = [
-    # reshape input, reshape output, transpose permutation, whether the reshape's output is also returned,
-    # and the shape and permutation Vela runs the transpose in (None: its own)
-    ((4, 16, 256, 1), (4, 16, 256), (0, 2, 1), False, (0, 2, 1, 3)),  # drops a unit axis
-    ((1, 16, 8, 2, 64), (16, 8, 2, 64, 1), (1, 0, 2, 3, 4), False, (0, 2, 1, 3, 4)),  # moves a unit axis
-    ((16, 8, 2, 64, 1), (16, 8, 2, 64), (1, 0, 2, 3), False, (1, 0, 2, 3, 4)),
-    ((4, 16, 16, 16), (4, 16, 256), (0, 2, 1), False, None),  # merges axes
-    ((4, 16, 256, 1), (4, 16, 256), (0, 2, 1), True, None),  # another reader
+    # reshape input, reshape output, transpose permutation, what else reads the reshape's output (a CLAMP, or the
+    # graph as an output, which regor's Tensor::IsSinglePath does not count), and the permutation Vela runs the
+    # transpose with in the reshape's input shape (None: in its own)
+    ((4, 16, 256, 1), (4, 16, 256), (0, 2, 1), None, (0, 2, 1, 3)),  # drops a unit axis
+    ((1, 16, 8, 2, 64), (16, 8, 2, 64, 1), (1, 0, 2, 3, 4), None, (0, 2, 1, 3, 4)),  # moves a unit axis
+    ((16, 8, 2, 64, 1), (16, 8, 2, 64), (1, 0, 2, 3), None, (1, 0, 2, 3, 4)),
+    ((4, 16, 256, 1), (4, 16, 256), (0, 2, 1), "output", (0, 2, 1, 3)),
+    ((4, 16, 16, 16), (4, 16, 256), (0, 2, 1), None, None),  # merges axes
+    ((64, 1, 1, 16), (64, 2, 8), (1, 0, 2), None, None),  # splits one: attention-permute's heads
+    ((4, 16, 256, 1), (4, 16, 256), (0, 2, 1), "clamp", None),  # another reader
 ]
 
 
 @pytest.mark.parametrize("target", ["ethos-u55-128", "ethos-u85-256"])
-@pytest.mark.parametrize("source, reshaped, perm, returned, moved_perm", UNIT_RESHAPE_TRANSPOSES)
-def test_a_transpose_behind_a_unit_reshape_runs_in_the_passes_of_the_reshapes_input_shape(target, source, reshaped, perm, returned, moved_perm):
+@pytest.mark.parametrize("source, reshaped, perm, also, moved_perm", UNIT_RESHAPE_TRANSPOSES)
+def test_a_transpose_behind_a_unit_reshape_runs_in_the_passes_of_the_reshapes_input_shape(target, source, reshaped, perm, also, moved_perm):
     """Vela runs as many transpose layers as the passes of the shape the model prices the transpose in
     (1 against 5 for the first case on both targets)."""
     out = tuple(reshaped[p] for p in perm)
@@ -517,20 +520,106 @@ def test_a_transpose_behind_a_unit_reshape_runs_in_the_passes_of_the_reshapes_in
     x = _clamp(g, "pre", g.input(source, "int8"), source, "int8")
     r = g.op("r", ts.Op.RESHAPE, [x, g.shape_const(reshaped)], reshaped, "int8", _attr("ReshapeAttribute"))
     g.output(_clamp(g, "post", g.op("t", ts.Op.TRANSPOSE, [r], out, "int8", _attr("TransposeAttribute", perm)), out, "int8"))
-    if returned:
-        g.output(_clamp(g, "post2", r, reshaped, "int8"))
+    if also:
+        g.output(_clamp(g, "post2", r, reshaped, "int8") if also == "clamp" else r)
     layers = [layer for layer in estimate(g.tosa.serialize(), target).layers if layer.operator == "Transpose"]
 
     graph = {"x": leaf("x"), "r": Term("Reshape", ("x",), (reshaped,)), "t": Term("Transpose", ("r",), (perm,))}
+    if also == "clamp":
+        graph["post2"] = unary("CLAMP", "r")
     types = {"x": TensorType(source, "torch.int8"), "r": TensorType(reshaped, "torch.int8"), "t": TensorType(out, "torch.int8")}
+    types["post2"] = types["r"]
     model = VelaCalibratedCost(target)
-    g = live(graph, ["t", "r"] if returned else ["t"], types.get, model)
-    moved = prices(transposes_behind_unit_reshapes(g), g)
+    roots = {None: ["t"], "clamp": ["t", "post2"], "output": ["t", "r"]}[also]
+    g = live(graph, roots, types.get, model)
+    moved = prices(transposes_as_vela_runs_them(g), g)
     shape, permutation = (source, moved_perm) if moved_perm else (reshaped, perm)
     assert len(layers) == len(transpose_passes(shape, permutation, target_family(target)))
     assert set(moved) == ({"t"} if moved_perm else set())
     if moved_perm:
         assert moved["t"] == model.cost(Term("Transpose", ("x",), (moved_perm,)), types["t"], [types["x"]])
+
+
+def _reshape(g: _Graph, name: str, x, shape: tuple) -> object:
+    return g.op(name, ts.Op.RESHAPE, [x, g.shape_const(shape)], shape, "int8", _attr("ReshapeAttribute"))
+
+
+def _transpose(g: _Graph, name: str, x, shape: tuple, perm: tuple) -> tuple:
+    out = tuple(shape[p] for p in perm)
+    return g.op(name, ts.Op.TRANSPOSE, [x], out, "int8", _attr("TransposeAttribute", perm)), out
+
+
+def _two_moved_transposes(g: _Graph, mid_returned: bool) -> None:
+    """(4, 16, 256, 1) -> unit reshape -> transpose (5 passes moved, 1 not) -> CLAMP -> unit reshape -> transpose
+    (1 pass moved, 5 not); the CLAMP between them also a graph output or not."""
+    x = _clamp(g, "pre", g.input((4, 16, 256, 1), "int8"), (4, 16, 256, 1), "int8")
+    t, s = _transpose(g, "t", _reshape(g, "r0", x, (4, 16, 256)), (4, 16, 256), (0, 2, 1))
+    m = _clamp(g, "mid", t, s, "int8")
+    t2, out = _transpose(g, "t2", _reshape(g, "r", m, (4, 256, 16, 1)), (4, 256, 16, 1), (0, 2, 1, 3))
+    g.output(_clamp(g, "post", t2, out, "int8"))
+    if mid_returned:
+        g.output(m)
+
+
+def _transposes_around_a_unit_reshape(g: _Graph, second: tuple, other_reader: bool) -> None:
+    """(4, 256, 16) transposed by (0, 2, 1), reshaped to (4, 16, 256, 1), transposed by second; the first
+    transpose's output read by a CLAMP too or not."""
+    x = _clamp(g, "pre", g.input((4, 256, 16), "int8"), (4, 256, 16), "int8")
+    t0, s0 = _transpose(g, "t0", x, (4, 256, 16), (0, 2, 1))
+    t, out = _transpose(g, "t", _reshape(g, "r", t0, (4, 16, 256, 1)), (4, 16, 256, 1), second)
+    g.output(_clamp(g, "post", t, out, "int8"))
+    if other_reader:
+        g.output(_clamp(g, "post2", t0, s0, "int8"))
+
+
+def _attention_permute_heads(g: _Graph) -> None:
+    """The transposes of the zoo's attention-permute around its q, k, v and output projections (each a CONV2D of
+    (64, 1, 1, 16) there, a CLAMP here): none behind a unit reshape."""
+    x = g.input((64, 1, 1, 16), "int8")
+    q, _ = _transpose(g, "q", _reshape(g, "rq", _clamp(g, "cq", x, (64, 1, 1, 16), "int8"), (64, 2, 8)), (64, 2, 8), (1, 0, 2))
+    k, ks = _transpose(g, "k", _clamp(g, "ck", x, (64, 1, 1, 16), "int8"), (64, 1, 1, 16), (1, 2, 3, 0))
+    g.output(_clamp(g, "oq", q, (2, 64, 8), "int8"))
+    g.output(_clamp(g, "ok", _reshape(g, "rk", k, (2, 8, 64)), (2, 8, 64), "int8"))
+    merged, _ = _transpose(g, "merged", _clamp(g, "co", g.input((2, 64, 8), "int8"), (2, 64, 8), "int8"), (2, 64, 8), (1, 0, 2))
+    projected = _clamp(g, "cp", _reshape(g, "rm", merged, (64, 1, 1, 16)), (64, 1, 1, 16), "int8")
+    back, _ = _transpose(g, "back", projected, (64, 1, 1, 16), (1, 2, 3, 0))
+    g.output(_reshape(g, "rb", back, (1, 16, 8, 8)))
+
+
+GRAPHS_OF_TRANSPOSES = {
+    "two-moved": lambda g: _two_moved_transposes(g, mid_returned=False),  # the earlier not moved: 2 passes
+    "two-moved-mid-returned": lambda g: _two_moved_transposes(g, mid_returned=True),  # 6 passes
+    "merged": lambda g: _transposes_around_a_unit_reshape(g, (1, 0, 2, 3), other_reader=False),  # one transpose
+    "merged-to-identity": lambda g: _transposes_around_a_unit_reshape(g, (0, 2, 1, 3), other_reader=False),  # none
+    "not-merged": lambda g: _transposes_around_a_unit_reshape(g, (1, 0, 2, 3), other_reader=True),
+    "attention-permute": _attention_permute_heads,
+}
+
+
+@pytest.mark.parametrize("target", ["ethos-u55-128", "ethos-u85-256"])
+@pytest.mark.parametrize("name", GRAPHS_OF_TRANSPOSES)
+def test_vela_runs_the_transposes_of_a_graph_in_the_passes_of_the_shapes_the_model_says(target, name):
+    """regor moves a transpose in front of a unit reshape only where its traversal reaches the reshape, then merges it
+    with a transpose writing its input alone; a transpose merged away has no layer."""
+    from eqsat import bridge_fx, bridge_tosa
+    from eqsat.extract.layers import LayerKind, form_layers
+
+    g = _Graph()
+    GRAPHS_OF_TRANSPOSES[name](g)
+    data = g.tosa.serialize()
+    layers = [layer for layer in estimate(data, target).layers if layer.operator == "Transpose"]
+    read = bridge_fx.read_graph(bridge_tosa.read_flatbuffer(data)[0]).as_ir()
+    graph = live(dict(enumerate(read.terms)), read.outputs, read.types.__getitem__, VelaCalibratedCost(target))
+    ran = transposes_as_vela_runs_them(graph)
+    passes = [
+        transpose_passes(*(ran[v].args[1].shape, ran[v].args[0]) if v in ran else (read.types[t.args[0]].shape, t.attrs[0]), target_family(target))
+        for v, t in graph.terms.items()
+        if t.op == "Transpose" and ran.get(v, ()) is not None
+    ]
+    assert len(layers) == sum(map(len, passes))
+    formed = {layer.value for layer in form_layers(graph) if layer.kind in (LayerKind.OP, LayerKind.TRANSPOSE_IN_SHAPE)}
+    assert not formed & {v for v, layer in ran.items() if layer is None}
+    assert (name == "attention-permute") == (ran == {})
 
 
 WIDE = TensorType((1, 64, 32), "torch.int32")
