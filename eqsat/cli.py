@@ -200,7 +200,7 @@ def parser() -> argparse.ArgumentParser:
         "--report scores the model against the benchmarked models' Vela cycles_total. Resumable: measured samples "
         "are cached in --workdir.",
         epilog="example: eqsat calibrate --target ethos-u55-64 --jobs 2 && eqsat calibrate --report; "
-        "eqsat calibrate --target ethos-u85-256 --memory-mode Dedicated_Sram_384KB",
+        "eqsat calibrate --target ethos-u55-128 --memory-mode Sram_Only",
     )
     calibrate_command.add_argument("--target", action="append", choices=ACCELERATORS, metavar="TARGET", help="calibrate this target (repeatable)")
     calibrate_command.add_argument("--report", action="store_true", help="write the accuracy report (held-out shapes, benchmarked models) of the targets calibrated here, else of every target calibrated at its default configuration")

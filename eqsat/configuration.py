@@ -119,6 +119,52 @@ class Configuration:
         return {"target": self.target, "system_config": self.system_config, "memory_mode": self.memory_mode, "config": self.config_ini}
 
 
+def read_vela_ini(configuration: Configuration):
+    """The configuration's vela.ini files, parsed (Vela reads a two-part path such as Arm/vela.ini from its own
+    config_files directory, any other from where it points); ValueError for a file that is not there."""
+    from configparser import ConfigParser
+    from pathlib import Path
+
+    from ethosu.vela.architecture_features import CONFIG_FILES_PATH
+
+    ini = ConfigParser()
+    for name in configuration.config_ini.split(";"):
+        path = Path(name).expanduser()
+        if not path.is_file() and len(Path(name).parts) == 2:
+            path = Path(CONFIG_FILES_PATH) / name
+        if not path.is_file():
+            raise ValueError(f"no vela.ini {name}")
+        ini.read(path)
+    return ini
+
+
+def unpriceable(configuration: Configuration) -> str | None:
+    """Why eqsat cannot price the configuration at all (None: it can, once calibrated).
+
+    A memory mode whose arena lives off-chip with the SRAM as its cache (vela.ini `Dedicated_Sram*`: arena_mem_area
+    is not cache_mem_area, the default of Ethos-U65) leaves it to Vela's scheduler, graph by graph, which tensors the
+    cache holds. Calibration measures small graphs, several to a TOSA file, which share that cache, and its per-op fit
+    cannot follow the placement: fitted that way, ethos-u65-256 priced ten zoo models 47-366% above Vela's
+    `cycles_total`, and eqsat made 3 of them slower (attention-permute +1.4%, mobilenet-v1-025-vww +4.8%,
+    unet-skip +3.6%)."""
+    try:
+        ini = read_vela_ini(configuration)
+    except ValueError:
+        return None  # check_configuration says what is missing
+    section = f"Memory_Mode.{configuration.memory_mode}"
+    values: dict[str, str] = {}
+    while ini.has_section(section):  # the mode's keys, then those of the modes it inherits from
+        values = dict(ini.items(section)) | values
+        section = ini.get(section, "inherit", fallback="")
+    arena, cache = values.get("arena_mem_area"), values.get("cache_mem_area")
+    if arena and cache and arena != cache:
+        return (
+            f"memory mode {configuration.memory_mode} keeps the arena in {arena} with {cache} as its cache, whose use "
+            "Vela's scheduler decides per graph: eqsat's calibration cannot measure it (see eqsat.configuration.unpriceable)"
+        )
+    return None
+
+
 VELA_FLAGS = ("--accelerator-config", "--system-config", "--memory-mode", "--config")
 
 

@@ -17,7 +17,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from eqsat.configuration import ACCELERATORS, Configuration
+from eqsat.configuration import ACCELERATORS, Configuration, unpriceable
 from eqsat.extract import vela_cost
 from eqsat.extract.cost import UncalibratedTargetError, cost_model_for
 
@@ -89,7 +89,9 @@ def rows(results: Path = Path("benchmarks/results")) -> list[TargetRow]:
         try:
             model = cost_model_for(configuration)
         except UncalibratedTargetError as refusal:
-            reason = f"no calibration: run `{configuration.calibrate_command()}`" if not vela_cost.has_calibration(configuration) else str(refusal)
+            reason = str(refusal)
+            if not vela_cost.has_calibration(configuration):
+                reason = unpriceable(configuration) or f"no calibration: run `{configuration.calibrate_command()}`"
             found.append(TargetRow(configuration, f"refused: {reason}", "", NOT_MEASURED))
             continue
         version = model.data["vela_version"]

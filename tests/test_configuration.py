@@ -14,6 +14,7 @@ from executorch.backends.arm.ethosu import EthosUCompileSpec
 
 import eqsat
 from eqsat import arm_pass, cli, lowering, targets, vela
+from eqsat import configuration as configuration_module
 from eqsat.calibration import calibrate
 from eqsat.calibration.graphs import Sample, build_tosa
 from eqsat.configuration import ACCELERATORS, Configuration, UnknownTargetError, vela_flag_values
@@ -108,10 +109,27 @@ def test_an_unknown_target_is_a_clear_error_where_the_user_names_it():
 
 
 def test_a_configuration_without_calibration_is_refused_at_install_with_the_command(calibrations_without):
-    calibrations_without(Configuration.of("ethos-u85-256", **DRAM).name)
-    with pytest.raises(UncalibratedTargetError, match="eqsat calibrate --target ethos-u85-256 --memory-mode Dedicated_Sram_384KB"):
-        eqsat.install(target="ethos-u85-256", **DRAM)
+    calibrations_without(Configuration.of("ethos-u55-128", memory_mode="Sram_Only").name)
+    with pytest.raises(UncalibratedTargetError, match="eqsat calibrate --target ethos-u55-128 --memory-mode Sram_Only"):
+        eqsat.install(target="ethos-u55-128", memory_mode="Sram_Only")
     assert not arm_pass._installed
+
+
+@pytest.mark.parametrize("target", ["ethos-u65-256", "ethos-u85-256"])
+def test_a_memory_mode_with_an_off_chip_arena_is_refused_with_the_reason_and_not_calibrated(target, calibrations_without):
+    """Dedicated_Sram_384KB (Ethos-U65's default) caches an off-chip arena in SRAM as Vela's scheduler decides per
+    graph; eqsat refuses to price it, and `eqsat calibrate` to fit it, with that reason. Sram_Only and Shared_Sram
+    keep the arena in SRAM."""
+    configuration = Configuration.of(target, **DRAM)
+    calibrations_without(configuration.name)
+    reason = "memory mode Dedicated_Sram_384KB keeps the arena in Axi1 with Axi0 as its cache"
+    assert reason in configuration_module.unpriceable(configuration)
+    with pytest.raises(UncalibratedTargetError, match=reason):
+        cost_model_for(configuration)
+    with pytest.raises(ValueError, match=f"cannot calibrate {target} .*: {reason}"):
+        calibrate.check_configuration(configuration)
+    for memory_mode in ("Sram_Only", "Shared_Sram"):
+        assert configuration_module.unpriceable(Configuration.of(target, memory_mode=memory_mode)) is None
 
 
 # ---------------------------------------------------------------- pricing: exactly the configuration's calibration
@@ -124,9 +142,9 @@ def test_a_non_default_memory_mode_is_refused_with_the_reason_never_priced_with_
     with pytest.raises(UncalibratedTargetError, match="no cost-model calibration for ethos-u85-256 with Ethos_U85_SYS_DRAM_Mid/Dedicated_Sram_384KB"):
         cost_model_for(configuration)
     gm = permute_graph()
-    with pytest.warns(RuntimeWarning, match="--memory-mode Dedicated_Sram_384KB"):
+    with pytest.warns(RuntimeWarning, match="Dedicated_Sram_384KB keeps the arena"):
         result, report = eqsat.optimize(gm, target="ethos-u85-256", **DRAM)
-    assert result is gm and report.cost_before is None and "eqsat calibrate --target ethos-u85-256 --memory-mode Dedicated_Sram_384KB" in report.fallback
+    assert result is gm and report.cost_before is None and "Dedicated_Sram_384KB keeps the arena in Axi1" in report.fallback
     assert (report.system_config, report.memory_mode) == ("Ethos_U85_SYS_DRAM_Mid", "Dedicated_Sram_384KB")
 
 
@@ -149,13 +167,13 @@ def test_vela_estimates_with_the_configuration_it_is_given():
 
 
 def test_calibrating_a_configuration_writes_its_own_file_which_then_prices_it(tmp_path, monkeypatch):
-    configuration = Configuration.of("ethos-u85-256", **DRAM)
+    configuration = Configuration.of("ethos-u55-128", memory_mode="Sram_Only")
     calibrate.check_configuration(configuration)
     monkeypatch.setattr(vela_cost, "CALIBRATION_DIR", tmp_path / "calibration")
     tables = [Sample("table", {"shape": shape, "dtype": "int8"}) for shape in ([1, 8, 8, 16], [1, 16, 16, 16], [1, 16, 32, 32], [1, 32, 32, 48])]
     data = calibrate.calibrate(configuration, workdir=tmp_path / "work", jobs=2, progress=False, samples=tables)
-    path = tmp_path / "calibration" / "ethos-u85-256.Ethos_U85_SYS_DRAM_Mid.Dedicated_Sram_384KB.json"
-    assert json.loads(path.read_text()) == data and data["memory_mode"] == "Dedicated_Sram_384KB"
+    path = tmp_path / "calibration" / "ethos-u55-128.Ethos_U55_High_End_Embedded.Sram_Only.json"
+    assert json.loads(path.read_text()) == data and data["memory_mode"] == "Sram_Only"
     records = calibrate.load_cache(tmp_path / "work" / configuration.name / "samples.jsonl", vela_cost.vela_version())
     graph, _ = build_tosa([TABLE])
     assert records[TABLE.key]["cycles_total"] == vela.estimate(graph, configuration).cycles_total
@@ -170,13 +188,12 @@ def test_calibrate_refuses_a_memory_mode_its_vela_ini_does_not_name():
 # ---------------------------------------------------------------- inside a real lowering
 
 
-def test_an_uncalibrated_ethos_u65_lowering_with_eqsat_installed_succeeds_and_equals_the_stock_one(tmp_path, calibrations_without):
-    calibrations_without("ethos-u65-256")
+def test_an_ethos_u65_lowering_with_eqsat_installed_succeeds_and_equals_the_stock_one(tmp_path):
     stock, lowered, reports = lower_stock_and_with_eqsat(Configuration.of("ethos-u65-256"), tmp_path)
     assert lowered.tosa_flatbuffers == stock.tosa_flatbuffers and lowered.cpu_ops == stock.cpu_ops == []
     (report,) = reports
     assert (report.target, report.system_config, report.memory_mode) == ("ethos-u65-256", "Ethos_U65_High_End", "Dedicated_Sram_384KB")
-    assert not report.changed and "eqsat calibrate --target ethos-u65-256" in report.fallback
+    assert not report.changed and "memory mode Dedicated_Sram_384KB keeps the arena in Axi1" in report.fallback
 
 
 @pytest.mark.parametrize("install_options", [{}, {"target": "ethos-u85-256"}], ids=["target-from-spec", "target-given"])
@@ -254,7 +271,8 @@ def test_eqsat_targets_lists_every_target_how_it_is_priced_and_its_measured_erro
     assert listed["ethos-u55-128"]["priced"] == "calibrated: ethos-u55-128.json" and listed["ethos-u55-128"]["vela_version"] == version
     assert listed["ethos-u55-128"]["zoo_error"].startswith("1.5% mean, 2.5% worst (3 models")
     assert listed["ethos-u85-256"]["zoo_error"] == targets.NOT_MEASURED  # the report scored it with another Vela
-    assert listed["ethos-u65-256"]["priced"] == "refused: no calibration: run `eqsat calibrate --target ethos-u65-256`"
+    assert listed["ethos-u55-32"]["priced"] == "refused: no calibration: run `eqsat calibrate --target ethos-u55-32`"
+    assert listed["ethos-u65-256"]["priced"].startswith("refused: memory mode Dedicated_Sram_384KB keeps the arena in Axi1")
     assert listed["ethos-u65-256"]["memory_mode"] == "Dedicated_Sram_384KB" and listed["ethos-u65-256"]["zoo_error"] == targets.NOT_MEASURED
 
 

@@ -317,24 +317,18 @@ def measure_block(samples: list[Sample], configuration: Configuration, version: 
 
 
 def check_configuration(configuration: Configuration) -> None:
-    """ValueError unless the configuration's vela.ini files name its system config and memory mode (Vela reads
-    a two-part path such as Arm/vela.ini from its own config_files directory, any other from where it points)."""
-    from configparser import ConfigParser
+    """ValueError unless the configuration's vela.ini files name its system config and memory mode, and eqsat can
+    price it (`configuration.unpriceable`)."""
+    from eqsat.configuration import read_vela_ini, unpriceable
 
-    from ethosu.vela.architecture_features import CONFIG_FILES_PATH
-
-    ini = ConfigParser()
-    for name in configuration.config_ini.split(";"):
-        path = Path(name).expanduser()
-        if not path.is_file() and len(Path(name).parts) == 2:
-            path = Path(CONFIG_FILES_PATH) / name
-        if not path.is_file():
-            raise ValueError(f"no vela.ini {name}")
-        ini.read(path)
+    ini = read_vela_ini(configuration)
     for kind, value in (("System_Config", configuration.system_config), ("Memory_Mode", configuration.memory_mode)):
         if not ini.has_section(f"{kind}.{value}"):
             known = sorted(s.partition(".")[2] for s in ini.sections() if s.startswith(kind + "."))
             raise ValueError(f"{configuration.config_ini} has no {kind} {value}; it has {', '.join(known)}")
+    reason = unpriceable(configuration)
+    if reason:
+        raise ValueError(f"cannot calibrate {configuration.describe()}: {reason}")
 
 
 def in_families(family: str, families: list[str]) -> bool:

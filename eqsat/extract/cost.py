@@ -26,7 +26,7 @@ import math
 import warnings
 from typing import Callable, Hashable, Mapping, Protocol
 
-from eqsat.configuration import Configuration
+from eqsat.configuration import Configuration, unpriceable
 from eqsat.ir import Graph, TensorType, Term
 from eqsat.extract import vela_cost
 from eqsat.extract.layers import Layer, LayerKind, LiveGraph, form_layers
@@ -89,6 +89,8 @@ def cost_model_for(configuration: Configuration | str) -> CostModel:
     if isinstance(configuration, str):
         configuration = Configuration.of(configuration)
     path = vela_cost.calibration_path(configuration)
+    if not path.exists() and (reason := unpriceable(configuration)):
+        raise UncalibratedTargetError(f"no cost-model calibration for {configuration.describe()}: {reason}")
     if not path.exists():
         calibrated = ", ".join(c.describe() for c in vela_cost.calibrations())
         raise UncalibratedTargetError(
