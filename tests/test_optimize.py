@@ -9,7 +9,6 @@ from egglog import Vec, i64, panic, rule, ruleset, var
 import eqsat
 from eqsat import pipeline
 from eqsat import rules
-from eqsat.ops.nodes import output_slots
 from eqsat.terms import Tensor
 from tests.graphs import GraphBuilder, assert_bit_identical
 
@@ -132,11 +131,11 @@ def test_a_tosa_graph_is_optimized_outside_the_arm_pipeline():
     g = GraphBuilder()
     x = g.input("x", (1, 2, 3, 4))
     with TosaLoweringContext(TosaSpecification.create_from_string("TOSA-1.0+INT+int16+int4+u55")):
-        y = g.call(tosa.TRANSPOSE.default, x, [0, 2, 3, 1])
+        y = g.call(tosa.CLAMP.default, g.call(tosa.TRANSPOSE.default, x, [0, 2, 3, 1]), -100, 100)
         gm = g.output(g.call(tosa.TRANSPOSE.default, y, [0, 3, 1, 2]))
     result, report = eqsat.optimize(gm, target="ethos-u55-128")
     assert report.fallback is None and report.changed
-    assert [slot.op for slot in output_slots(result.graph)] == ["placeholder"]  # the inverse pair cancelled
+    assert "TRANSPOSE" not in str([n.target for n in result.graph.nodes])  # the inverse pair cancelled across the clamp
 
 
 def test_a_transpose_beyond_the_u55_bound_that_the_graph_has_is_priced_not_infinite():
@@ -216,8 +215,8 @@ def test_acceptance_rejects_a_rewrite_that_saves_npu_cycles_but_costs_inference_
 def cancelling_permutes():
     g = GraphBuilder()
     x = g.input("x", (1, 4, 8, 16))
-    there = g.call(aten.permute_copy.default, x, [0, 2, 3, 1])
-    return g.output(g.call(aten.neg.default, g.call(aten.permute_copy.default, there, [0, 3, 1, 2])))
+    there = g.call(aten.neg.default, g.call(aten.permute_copy.default, x, [0, 2, 3, 1]))
+    return g.output(g.call(aten.permute_copy.default, there, [0, 3, 1, 2]))
 
 
 def test_the_written_back_graph_is_priced_again_and_kept_only_if_cheaper(monkeypatch):
