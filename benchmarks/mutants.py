@@ -474,12 +474,13 @@ MUTANTS: tuple[Mutant, ...] = (
         "the second factor of a peeled transpose is the whole perm again, not the rest after the moved dim",
         focus=("peel", "transpose_view_laws_are_sound"),
     ),
+    # (Dropping its start[j + 1] == 0 instead is an equivalent mutant: an in-bounds box as long as dim j + 1 starts at 0.)
     Mutant(
-        "slice-merge-whole-inner-dim-drops-start",
+        "slice-merge-whole-inner-dim-drops-whole-size",
         RULES + "slice_concat_rank.py",
-        "        eq(start[j + 1]).to(i64(0)),\n",
+        "        eq(size[j + 1]).to(dims[j + 1]),\n",
         "",
-        "a box that starts inside dim j + 1 is taken as whole along it",
+        "a box that starts at 0 but cuts dim j + 1 is merged as if whole along it: the lowered slice reads all of dim j + 1",
         focus=("slice_merge_whole_inner_dim", "band_selection", "slice_concat_rank_lowering_is_sound"),
     ),
     Mutant(
