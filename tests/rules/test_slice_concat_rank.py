@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -70,6 +72,18 @@ def test_slice_merge_whole_inner_dim_does_not_fire_when_every_inner_dim_is_cut()
     assert s.fired("slice-merge-whole-inner-dim") == 0
     assert s.fired("slice-merge-unit-outer-dim") == 0
     assert lowered_slices(s, s.class_of(box)) == set()
+
+
+def test_slice_merge_whole_inner_dim_does_not_merge_a_dim_cut_from_its_start():
+    """Dim 2 is cut to its first 2 of 4 indices: the box is whole along dims 1, 3 and 4 (it merges there), never along 2."""
+    g = GraphBuilder()
+    x = g.input("x", (2, 3, 4, 5, 6))
+    box = g.call(slice_copy, x, 2, 0, 2)
+    s = Saturated(g.output(box), slice_concat_rank, reshape)
+    assert s.fired("slice-merge-whole-inner-dim") >= 1
+    forms = lowered_slices(s, s.class_of(box))
+    assert forms and all(math.prod(size) == 2 * 3 * 2 * 5 * 6 for _, _, size in forms)  # each reads the box, not all of dim 2
+    s.assert_every_extraction_agrees()
 
 
 def test_slice_and_concat_rank_lowering_does_not_fire_when_vela_copies_them_in_one_piece():
