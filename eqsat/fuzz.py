@@ -15,11 +15,13 @@ Overview:
   when asked, a zero-size dim, which the optimizer must refuse). Every value
   carries its zero point. Some steps are aimed at laws that random programs
   rarely reach: RESCALE->RESCALE through int32 with parameters on both sides
-  of the fusion guards, concats of equally rescaled values, data movement
-  after a (per-channel) RESCALE, CLAMP, TABLE, PAD or a binary op, slices
-  of concats across an input boundary, adjacent slices concatenated back,
-  DenseNet's growing concats, and the "ReLU'd tensor concatenated with a
-  signed tensor under a shared zero point" shape (CLAMP(x, zp, max) ++ y).
+  of the fusion guards (per tensor and per channel), RESCALEs that are the
+  identity or miss it by one guard, concats of equally rescaled values, data
+  movement after a (per-channel) RESCALE, CLAMP, TABLE, PAD or a binary op,
+  slices of a PAD's unpadded part, slices of concats across an input
+  boundary, adjacent slices concatenated back, DenseNet's growing concats,
+  and the "ReLU'd tensor concatenated with a signed tensor under a shared
+  zero point" shape (CLAMP(x, zp, max) ++ y).
   A step reads the latest value half the time, so such chains are common.
 - `GraphSpec.build()` writes a spec as an FX graph in TOSA dialect, with
   FakeTensor `val` meta like the Arm pipeline's.
@@ -541,24 +543,85 @@ def _with_shift(draw, shift: int) -> float:
     return math.ldexp(draw(st.sampled_from(MANTISSAS)), 31 - shift)
 
 
-def _step_rescale_pair(draw, g: _Drafting, k: int) -> int:
-    """RESCALE to int32 by 2^e (e >= 0; a quarter of the time 0.75 * 2^e, not a power of two), then back by a
-    scale per tensor or per channel with shift e + margin: drawn on both sides of fuses_exactly's guards
-    (e <= 15, margin >= 17) as far as the original graph stays legal. Both RESCALEs REQUIRE
-    -2^(shift - 1) <= value < 2^(shift - 1): |x - zp| <= 255 (int8) or -2^15 <= x < 2^15 (int16), times 2^e,
-    so int8 takes e up to 17 and margins from 9, int16 e up to 14 and margins from 16."""
+def _with_channels(draw, g: _Drafting, k: int) -> int:
+    """A value with channels (a last dim above 1) for a per-channel RESCALE: k; or, when k's last dim is 1, a
+    transpose of k that swaps a dim above 1 last; or, when k has no such dim, a new input of k's rank, dtype and
+    zero point with a last dim above 1."""
     value = g.values[k]
-    bits = 8 if value.dtype == "int8" else 15
-    exponent = draw(st.integers(0, 17 if value.dtype == "int8" else 14))
-    power_of_two = draw(st.integers(0, 3)) > 0
-    lowest = bits + 1 + (not power_of_two)
-    channels = value.shape[-1] if value.shape[-1] > 1 and draw(st.booleans()) else 1
-    margins = [draw(st.sampled_from(sorted({lowest, 12, 16, 17, 18, 20} - set(range(lowest))))) for _ in range(channels)]
+    shape, last = value.shape, len(value.shape) - 1
+    if shape[-1] > 1:
+        return k
+    if wide := [d for d, extent in enumerate(shape) if extent > 1]:
+        swapped = draw(st.sampled_from(wide))
+        perm = tuple(last if d == swapped else swapped if d == last else d for d in range(len(shape)))
+        return g.add_step(Step("transpose", (k,), (perm,)), _like(value, tuple(shape[p] for p in perm)))
+    return g.add_input((*shape[:-1], draw(st.integers(2, MAX_DIM))), value.zero_point, value.dtype)
+
+
+def _rescale_form(draw, g: _Drafting, k: int) -> tuple[int, int]:
+    """(value, channels) for an aimed RESCALE of k: half the time per channel, of a value with channels
+    (_with_channels), else per tensor, of k (channels 1)."""
+    if draw(st.sampled_from(["per channel", "per tensor"])) == "per tensor":
+        return k, 1
+    k = _with_channels(draw, g, k)
+    return k, g.values[k].shape[-1]
+
+
+def _step_rescale_pair(draw, g: _Drafting, k: int) -> int:
+    """A _rescale_pair per tensor or per channel (_rescale_form; rescale-rescale-exact, rescale-per-channel-rescale-exact)."""
+    return _rescale_pair(draw, g, *_rescale_form(draw, g, k))
+
+
+def _step_per_channel_rescale_pair(draw, g: _Drafting, k: int) -> int:
+    """A per-channel _rescale_pair of a value with channels (_with_channels; rescale-per-channel-rescale-exact)."""
+    k = _with_channels(draw, g, k)
+    return _rescale_pair(draw, g, k, g.values[k].shape[-1])
+
+
+def _rescale_pair(draw, g: _Drafting, k: int, channels: int) -> int:
+    """RESCALE to int32 by 2^e, then back by a scale per tensor (channels 1) or one per channel, with shift e + margin:
+    two times in three within fuses_exactly's guards (a power of two, e <= 15, every margin >= 17: the fusion
+    laws fire), otherwise just past one of them as far as the original graph stays legal: 0.75 * 2^e, e of 16 or
+    17 (int8 only), or one margin (of one channel) below 17. Both RESCALEs REQUIRE -2^(shift - 1) <= value <
+    2^(shift - 1): |x - zp| <= 255 (int8) or -2^15 <= x < 2^15 (int16), times 2^e, so int8 takes e up to 17 and
+    margins from 9, int16 e up to 14 and margins from 16 (from 17 when the first scale is not a power of two)."""
+    value = g.values[k]
+    int8 = value.dtype == "int8"
+    missed = None
+    if draw(st.integers(0, 2)) == 2:
+        missed = draw(st.sampled_from(["power of two", "margin", *(["exponent"] if int8 else [])]))
+    exponent = draw(st.integers(16, 17) if missed == "exponent" else st.integers(0, 15 if int8 else 14))
+    margins = [draw(st.sampled_from([17, 18, 20])) for _ in range(channels)]
+    if missed == "margin":
+        lowest = 9 if int8 else 16
+        margins[draw(st.integers(0, channels - 1))] = draw(st.sampled_from(sorted({lowest, 12, 16} - set(range(lowest)))))
     second = tuple(_with_shift(draw, exponent + margin) for margin in margins)
     scale = second if channels > 1 else second[0]
-    wide_scale = math.ldexp(1.0 if power_of_two else 0.75, exponent)
+    wide_scale = math.ldexp(0.75 if missed == "power of two" else 1.0, exponent)
     out_zp = draw(zero_points(value.dtype))
     return g.add_step(Step("rescale_pair", (k,), (wide_scale, scale, value.zero_point, out_zp)), _like(value, value.shape, out_zp))
+
+
+NEAR_ONE = 1.0 - 2.0**-20
+"""A scale just below 1: it serializes to a multiplier that is not a power of two, so a RESCALE by it is no identity."""
+
+
+def _step_identity_rescale(draw, g: _Drafting, k: int) -> int:
+    """A RESCALE that keeps the dtype and the zero point with a scale of exactly 1, per tensor or on every channel
+    (_rescale_form): an identity (rescale-identity, per-channel-rescale-identity); a quarter of the time it misses
+    one guard: one channel's scale (or the tensor's) is NEAR_ONE, or (int8 only: an int16 zero point is 0) the
+    output zero point is one off."""
+    k, channels = _rescale_form(draw, g, k)
+    value = g.values[k]
+    scale = [1.0] * channels
+    out_zp = value.zero_point
+    if draw(st.integers(0, 3)) == 0:
+        if value.dtype == "int8" and draw(st.booleans()):
+            out_zp += 1 if out_zp < 127 else -1
+        else:
+            scale[draw(st.integers(0, channels - 1))] = NEAR_ONE
+    attrs = (tuple(scale) if channels > 1 else scale[0], value.zero_point, out_zp)
+    return g.add_step(Step("rescale", (k,), attrs), _like(value, value.shape, out_zp))
 
 
 def _step_concat_of_rescales(draw, g: _Drafting, k: int) -> int:
@@ -594,17 +657,25 @@ def _step_moved_rescale(draw, g: _Drafting, k: int) -> int:
 
 
 def _step_moved(draw, g: _Drafting, k: int) -> int:
-    """An op the *-through-* laws move data movement across (CLAMP, TABLE, a rescaled ADD or MUL, PAD), then a
-    transpose, slice or reshape of its result (of a PAD, half the time a slice of the unpadded part)."""
-    value = g.values[k]
-    producer = draw(st.sampled_from(["clamp", "table", "add", "mul", "pad"]))
+    """An op the *-through-* laws move data movement across (CLAMP, TABLE, a rescaled ADD or MUL), then a
+    transpose, slice or reshape of its result (after a PAD: _step_moved_pad)."""
+    producer = draw(st.sampled_from(["clamp", "table", "add", "mul"]))
     produced = STEP_KINDS[producer](draw, g, k)
-    if producer == "pad" and 0 not in value.shape and draw(st.booleans()):
+    return draw(st.sampled_from([_step_transpose, _step_slice, _step_reshape]))(draw, g, produced)
+
+
+def _step_moved_pad(draw, g: _Drafting, k: int) -> int:
+    """A PAD, then a slice of the unpadded part (slice-inside-pad), a transpose (transpose-through-pad) or a random
+    slice (which mostly reads some padding: the other side of slice-inside-pad's guard)."""
+    value = g.values[k]
+    padded = _step_pad(draw, g, k)
+    then = draw(st.sampled_from(["slice inside", "transpose", "slice"]))
+    if then == "slice inside" and 0 not in value.shape:
         padding = g.steps[-1][0].attrs[0]
         start = tuple(draw(st.integers(padding[2 * i], padding[2 * i] + d - 1)) for i, d in enumerate(value.shape))
         size = tuple(draw(st.integers(1, padding[2 * i] + d - b)) for i, (d, b) in enumerate(zip(value.shape, start)))
-        return g.add_step(Step("slice", (produced,), (start, size)), _like(g.values[produced], size))
-    return draw(st.sampled_from([_step_transpose, _step_slice, _step_reshape]))(draw, g, produced)
+        return g.add_step(Step("slice", (padded,), (start, size)), _like(g.values[padded], size))
+    return (_step_transpose if then == "transpose" else _step_slice)(draw, g, padded)
 
 
 def _step_sliced_table(draw, g: _Drafting, k: int) -> int:
@@ -675,6 +746,13 @@ def _step_transposed_binary(draw, g: _Drafting, k: int) -> int:
     return _step_transpose(draw, g, STEP_KINDS[op](draw, g, k))
 
 
+def _step_sliced_binary(draw, g: _Drafting, k: int) -> int:
+    """A rescaled ADD, SUB or MUL (a third of the time of two values of one shape: slice-through-binary), then a
+    slice of its result."""
+    op = draw(st.sampled_from(["add", "sub", "mul"]))
+    return _step_slice(draw, g, STEP_KINDS[op](draw, g, k))
+
+
 STEP_KINDS: dict[str, Callable[..., int]] = {
     "transpose": _step_transpose,
     "concat": _step_concat,
@@ -693,14 +771,18 @@ STEP_KINDS: dict[str, Callable[..., int]] = {
     "reduce_min": _step_reduce_extreme("reduce_min"),
     "relu-concat": _step_relu_concat,
     "rescale_pair": _step_rescale_pair,
+    "per-channel-rescale_pair": _step_per_channel_rescale_pair,
     "concat_of_rescales": _step_concat_of_rescales,
     "moved": _step_moved,
     "moved-rescale": _step_moved_rescale,
+    "moved-pad": _step_moved_pad,
+    "identity-rescale": _step_identity_rescale,
     "sliced-table": _step_sliced_table,
     "sliced-concat": _step_sliced_concat,
     "split-concat": _step_split_concat,
     "growing-concat": _step_growing_concat,
     "transposed-binary": _step_transposed_binary,
+    "sliced-binary": _step_sliced_binary,
 }
 
 ZERO_SIZE_SHARE = 10
@@ -708,20 +790,23 @@ ZERO_SIZE_SHARE = 10
 
 
 @st.composite
-def graph_specs(draw, max_steps: int = MAX_STEPS, zero_size: bool = False) -> GraphSpec:
+def graph_specs(
+    draw, max_steps: int = MAX_STEPS, zero_size: bool = False, kinds: tuple[str, ...] | None = None, dtypes: tuple[str, ...] = tuple(DTYPES)
+) -> GraphSpec:
     """Random int8 or int16 TOSA programs mixing every step kind, over inputs of rank 1..6.
 
     zero_size: sometimes (1 in ZERO_SIZE_SHARE) give the first input a zero-size dimension.
+    kinds, dtypes: the step kinds (of STEP_KINDS; None: every one) and the dtypes drawn from.
     """
     g = _Drafting()
-    dtype = draw(st.sampled_from(sorted(DTYPES)))
+    dtype = draw(st.sampled_from(sorted(dtypes)))
     shape = draw(shapes())
     if zero_size and draw(st.integers(0, ZERO_SIZE_SHARE - 1)) == 0:
         empty = draw(st.integers(0, len(shape) - 1))
         shape = tuple(0 if d == empty else s for d, s in enumerate(shape))
     g.add_input(shape, draw(zero_points(dtype)), dtype)
     for _ in range(draw(st.integers(1, max_steps))):
-        kind = draw(st.sampled_from(sorted(STEP_KINDS)))
+        kind = draw(st.sampled_from(sorted(STEP_KINDS if kinds is None else kinds)))
         operand = len(g.values) - 1 if draw(st.booleans()) else draw(st.integers(0, len(g.values) - 1))  # chains half the time
         STEP_KINDS[kind](draw, g, operand)
     if not g.steps:  # every step drawn was a slice of a zero-size value, which adds none

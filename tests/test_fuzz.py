@@ -55,6 +55,42 @@ def test_every_law_fires_in_a_seeded_sample_of_generated_graphs():
     assert not unreached, f"laws no generated graph fired: {unreached}"
 
 
+AIMED_STEPS = [
+    ("identity-rescale", "int8", "rescale-identity"),
+    ("identity-rescale", "int8", "per-channel-rescale-identity"),
+    ("identity-rescale", "int16", "per-channel-rescale-identity"),
+    ("rescale_pair", "int8", "rescale-rescale-exact-int8"),
+    ("rescale_pair", "int16", "rescale-rescale-exact-int16"),
+    ("per-channel-rescale_pair", "int8", "rescale-per-channel-rescale-exact-int8"),
+    ("per-channel-rescale_pair", "int16", "rescale-per-channel-rescale-exact-int16"),
+    ("moved-pad", "int8", "slice-inside-pad-*"),
+    ("moved-pad", "int16", "transpose-through-pad"),
+]
+"""(step kind, dtype, law family): the steps aimed at a law, and the law each must reach."""
+
+AIMED_EXAMPLES = 12
+"""Graphs of one aimed step drawn per test."""
+
+
+@pytest.mark.parametrize(("kind", "dtype", "law"), AIMED_STEPS)
+def test_an_aimed_step_builds_graphs_its_law_fires_in_and_graphs_it_does_not(kind, dtype, law):
+    """Of AIMED_EXAMPLES one-step graphs of the kind, the law fires in at least one in six (a kind is drawn in about
+    one graph in ten of an `eqsat fuzz` run: that keeps the law above fuzz.LAW_SHARE), and not in all: the step also
+    draws the other side of the guards."""
+    fired: list[bool] = []
+
+    @settings(max_examples=AIMED_EXAMPLES, derandomize=True, database=None, deadline=None, suppress_health_check=list(HealthCheck))
+    @given(fuzz.graph_specs(max_steps=1, kinds=(kind,), dtypes=(dtype,)))
+    def draw(spec):
+        with TosaLoweringContext(fuzz.TOSA_SPEC), rules.scratch_egraph() as scratch:
+            saturated = Saturated(spec.build(), *rules.REWRITES, merge_duplicates=True, budget=rules.Budget(), into=scratch)
+        fired.append(law in {fuzz.law_family(name) for name, matches in saturated.result.rule_matches.items() if matches})
+
+    draw()
+    assert len(fired) == AIMED_EXAMPLES
+    assert AIMED_EXAMPLES / 6 <= sum(fired) < AIMED_EXAMPLES, f"{law} fired in {sum(fired)} of {AIMED_EXAMPLES} graphs of {kind}"
+
+
 def test_law_names_are_the_rewrite_rules():
     names = fuzz.law_names()
     assert {"rescale-rescale-exact-int8", "concat-single", "slice-slice-rank3", "transpose-compose"} <= set(names)
@@ -152,13 +188,15 @@ def test_a_wrong_optimizer_is_caught_and_reported_with_a_reproducer(monkeypatch)
 
 
 def test_run_shrinks_a_failure_to_a_minimal_reproducer(monkeypatch):
-    """(The e-nodes are not checked here: every shrinking step would saturate again.)"""
+    """(The e-nodes are not checked here: every shrinking step would saturate again.) Minimal in hypothesis' choices:
+    the wrong TRANSPOSE, alone or with the one step an aimed step draws with it (identity-rescale's per-channel
+    RESCALE of the transpose that gives it channels: fewer choices than a transpose step's own permutation)."""
     monkeypatch.setattr(fuzz.pipeline, "optimize", _permuting_optimizer)
     monkeypatch.setattr(fuzz, "check_every_enode", lambda spec, trials=2: fuzz.EnodeCheck({}, 0))
     result = fuzz.run(60, seed_value=1, batch=1)
     assert len(result.failures) == 1
     reproducer = result.failures[0].split("reproducer:\n")[1].split("original graph:")[0]
-    assert reproducer.count("Step(") == 1 and "Step('transpose'" in reproducer
+    assert reproducer.count("Step(") <= 2 and "Step('transpose'" in reproducer
 
 
 class ReluConcat(torch.nn.Module):
@@ -222,17 +260,10 @@ def test_a_zero_size_spec_whose_slices_all_add_nothing_still_has_a_step():
     """A slice of a zero-size value adds no step (TOSA SLICE REQUIREs start < dim); the spec still gets one."""
 
     @settings(max_examples=1, database=None, deadline=None)
-    @given(fuzz.graph_specs(max_steps=1, zero_size=True))
+    @given(fuzz.graph_specs(max_steps=1, zero_size=True, kinds=("slice",)))
     def only_slices(spec):
         assert spec.steps and spec.has_zero_size()
 
-    real_kinds = dict(fuzz.STEP_KINDS)
-    fuzz.STEP_KINDS.clear()
-    fuzz.STEP_KINDS["slice"] = real_kinds["slice"]
-    try:
-        with pytest.MonkeyPatch.context() as patch:
-            patch.setattr(fuzz, "ZERO_SIZE_SHARE", 1)
-            only_slices()
-    finally:
-        fuzz.STEP_KINDS.clear()
-        fuzz.STEP_KINDS.update(real_kinds)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(fuzz, "ZERO_SIZE_SHARE", 1)
+        only_slices()
