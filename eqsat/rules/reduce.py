@@ -7,11 +7,17 @@ reduction runs over the next axis out after a transpose. So the law below puts
 a transposed form of every innermost max or min in the e-graph, and the cost
 model decides, per target, whether the transpose pays for itself.
 
-REDUCE_SUM is left out: Vela runs an innermost sum well (Ethos-U55 as a
-CONV2D, 520 cycles on the same tensor; Ethos-U85 220), so its transposed
-form has nothing to win, and on tds-conv1d (Ethos-U55) the transposes it let
-into layer norm's rescales and elementwise ops cost +8% that the cost model
-did not see (it prices elementwise ops by element count, not layout).
+REDUCE_SUM is left out, and what keeps it out is extraction, no longer
+pricing. Vela runs an innermost sum well (Ethos-U55 as a CONV2D, 520 cycles
+on the same tensor; Ethos-U85 220), so its transposed form rarely wins. With
+the law also on sums, re-measured on the layer cost model (`python -m
+benchmarks --models tds-conv1d conformer-block emg-global-pool
+mobilevit-patch-attention --fresh` on a tree without `is_not_a_sum`):
+tds-conv1d U55 94,576 -> 93,128 and conformer-block U55 171,504 -> 171,216,
+but emg-global-pool U55 28,274 -> 32,954 and U85 13,158 -> 16,096, where the
+extracted graph is one the cost model itself prices dearer (32,092 against
+25,446 on U55) than the graph the smaller e-graph gave: the larger e-graph
+leads greedy extraction and refinement to a worse local optimum.
 
 The transpose back reads a tensor whose last-but-one dim is the kept unit dim,
 so `transpose-unit-dims-is-reshape` turns it into a reshape; the transpose in
