@@ -12,12 +12,15 @@ pricing. Vela runs an innermost sum well (Ethos-U55 as a CONV2D, 520 cycles
 on the same tensor; Ethos-U85 220), so its transposed form rarely wins. With
 the law also on sums, re-measured on the layer cost model (`python -m
 benchmarks --models tds-conv1d conformer-block emg-global-pool
-mobilevit-patch-attention --fresh` on a tree without `is_not_a_sum`):
-tds-conv1d U55 94,576 -> 93,128 and conformer-block U55 171,504 -> 171,216,
-but emg-global-pool U55 28,274 -> 32,954 and U85 13,158 -> 16,096, where the
-extracted graph is one the cost model itself prices dearer (32,092 against
-25,446 on U55) than the graph the smaller e-graph gave: the larger e-graph
-leads greedy extraction and refinement to a worse local optimum.
+mobilevit-patch-attention --fresh` on a tree without `is_not_a_sum`), four
+rows gain (tds-conv1d U55 94,576 -> 93,128, conformer-block U55 171,504 ->
+171,216, mobilevit-patch-attention U55 2,222,550 -> 2,218,198 and U85
+541,115 -> 496,083) but emg-global-pool loses: U55 28,274 -> 32,954, U85
+13,158 -> 16,096. There the e-graph grows to 340 candidate terms, past the
+ILP's cap, and refinement from greedy's selection stops at a graph the cost
+model itself prices 32,092 (U55), where refinement from the ILP's best
+selection reaches 25,446, the graph the smaller e-graph gives
+(`python -m benchmarks.optimality --models emg-global-pool`).
 
 The transpose back reads a tensor whose last-but-one dim is the kept unit dim,
 so `transpose-unit-dims-is-reshape` turns it into a reshape; the transpose in
