@@ -558,13 +558,18 @@ def _with_channels(draw, g: _Drafting, k: int) -> int:
     return g.add_input((*shape[:-1], draw(st.integers(2, MAX_DIM))), value.zero_point, value.dtype)
 
 
-def _rescale_form(draw, g: _Drafting, k: int) -> tuple[int, int]:
-    """(value, channels) for an aimed RESCALE of k: half the time per channel, of a value with channels
-    (_with_channels), else per tensor, of k (channels 1)."""
-    if draw(st.sampled_from(["per channel", "per tensor"])) == "per tensor":
-        return k, 1
+def _per_channel_form(draw, g: _Drafting, k: int) -> tuple[int, int]:
+    """(value, channels) for a per-channel RESCALE of k: a value with channels (_with_channels) and their count."""
     k = _with_channels(draw, g, k)
     return k, g.values[k].shape[-1]
+
+
+def _rescale_form(draw, g: _Drafting, k: int) -> tuple[int, int]:
+    """(value, channels) for an aimed RESCALE of k: half the time per channel (_per_channel_form), else per tensor,
+    of k (channels 1)."""
+    if draw(st.sampled_from(["per channel", "per tensor"])) == "per tensor":
+        return k, 1
+    return _per_channel_form(draw, g, k)
 
 
 def _step_rescale_pair(draw, g: _Drafting, k: int) -> int:
@@ -573,9 +578,8 @@ def _step_rescale_pair(draw, g: _Drafting, k: int) -> int:
 
 
 def _step_per_channel_rescale_pair(draw, g: _Drafting, k: int) -> int:
-    """A per-channel _rescale_pair of a value with channels (_with_channels; rescale-per-channel-rescale-exact)."""
-    k = _with_channels(draw, g, k)
-    return _rescale_pair(draw, g, k, g.values[k].shape[-1])
+    """A per-channel _rescale_pair of a value with channels (_per_channel_form; rescale-per-channel-rescale-exact)."""
+    return _rescale_pair(draw, g, *_per_channel_form(draw, g, k))
 
 
 def _rescale_pair(draw, g: _Drafting, k: int, channels: int) -> int:
