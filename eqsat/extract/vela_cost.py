@@ -422,30 +422,49 @@ U85_MAX_BURST = 64
 """`Sram_burst_length` of the Ethos-U85 system configurations in Vela's vela.ini, in bytes."""
 
 
-def u85_block(shape3: tuple[int, int, int], macs: int) -> tuple[int, int, int]:
+U85_POOL_MICROBLOCKS = {
+    1: {128: ((1, 1, 16),), 256: ((1, 2, 16),), 512: ((2, 2, 16), (1, 4, 16)), 1024: ((2, 4, 16),), 2048: ((4, 4, 16),)},
+    2: {128: ((1, 2, 8),), 256: ((2, 2, 8), (1, 4, 8)), 512: ((2, 2, 16), (1, 4, 16)), 1024: ((2, 4, 16),), 2048: ((4, 4, 16),)},
+}
+"""The OFM microblocks (H, W, C) a pooling may run in on each Ethos-U85 size, by IFM bytes per element and MACs
+(regor architecture/ethosu85/ethos_u85.cpp, `ArchEthosU85::SetupOfmUBlockToOpTable`, the entries that allow `pool`).
+A block's height and width are whole microblocks (`FindBlockConfig`'s granule)."""
+
+
+def u85_pool_microblock(shape3: tuple[int, int, int], dtype_bytes: int, macs: int) -> tuple[int, int, int]:
+    """The microblock a pooling of OFM shape3 runs in: of those allowed, the one that pads shape3 least
+    (`ArchEthosU85::FindUBlock`, first on ties). A 32-bit transpose is taken as a 16-bit one (approximated)."""
+    allowed = U85_POOL_MICROBLOCKS[min(dtype_bytes, 2)][macs]
+    return min(allowed, key=lambda u: math.prod(_ceil_to(d, g) for d, g in zip(shape3, u)) - math.prod(shape3))
+
+
+def u85_block(shape3: tuple[int, int, int], dtype_bytes: int, macs: int) -> tuple[int, int, int]:
     """The OFM block (H, W, C) an Ethos-U85 transpose pass of 3D input shape3 runs in, in the input's orientation.
 
     Regor runs a transpose as a 1x1 average pool (`ArchEthosU85::UseAvgPoolNop`), whose block
-    `ArchEthosU85::FindDepthwiseConfig` chooses (`AreaFit`) in the unpermuted orientation. With a 1x1 kernel
-    `AreaFit` prefers the depth that covers the map's (at most macs deep, in steps of `U85_BLOCK_DEPTH`), and at
-    that depth the area the 32-bit accumulators hold: the whole map when it fits (its early stop), else an area
-    shaped by the map's aspect ratio (`FitAreaByAspect`), its width rounded up to the microblocks' width of 2.
-    Approximated: the IFM buffer's limits, the other microblock granules and `BestTile` are not followed (a
+    `ArchEthosU85::FindDepthwiseConfig` chooses (`AreaFit`) in the unpermuted orientation, in whole microblocks
+    (`u85_pool_microblock`) in height and width. With a 1x1 kernel `AreaFit` prefers the depth that covers the
+    map's (at most macs deep, in steps of `U85_BLOCK_DEPTH`), and at that depth the area the 32-bit accumulators
+    hold: the whole map when it fits (its early stop), else an area shaped by the map's aspect ratio
+    (`FitAreaByAspect`). Approximated: the IFM buffer's limits and `BestTile` are not followed (a
     (3, 9216) -> (9216, 3) pass on Ethos-U85-256 runs in (1, 4, 128) blocks, here (1, 4, 256): the same block
     count and bursts).
     """
     height, width, depth = shape3
+    granule_h, granule_w, _ = u85_pool_microblock(shape3, dtype_bytes, macs)
     block_depth = min(_ceil_to(depth, U85_BLOCK_DEPTH), macs)
     area = max(1, U85_ACCUMULATOR_BYTES[macs] // 4 // block_depth)
-    if height * _ceil_to(width, 2) <= area:
-        return height, _ceil_to(width, 2), block_depth
+    if _ceil_to(height, granule_h) * _ceil_to(width, granule_w) <= area:
+        return _ceil_to(height, granule_h), _ceil_to(width, granule_w), block_depth
     h = max(1.0, math.sqrt(area * height / width))
     w = max(1.0, area / h)
     if w > width:
         w, h = width, area / width
     if h > height:
         h, w = height, min(width, area / height)
-    return max(1, min(height, int(h))), _ceil_to(max(1, min(width, int(w))), 2), block_depth
+    fitted_h = max(granule_h, int(min(height, int(h))) // granule_h * granule_h)
+    fitted_w = max(granule_w, int(min(width, int(w))) // granule_w * granule_w)
+    return fitted_h, fitted_w, block_depth
 
 
 def u85_transpose_access(shape3: tuple[int, int, int], perm3: tuple[int, int, int], dtype_bytes: int, macs: int) -> tuple[float, float]:
@@ -461,7 +480,7 @@ def u85_transpose_access(shape3: tuple[int, int, int], perm3: tuple[int, int, in
     the burst they are moved in (NHWC): a read whose rows are not one block deep bursts one block depth of
     elements; a write whose rows are not one block deep bursts min(16 elements per core, the block's depth)."""
     height, width, depth = shape3
-    block = u85_block(shape3, macs)
+    block = u85_block(shape3, dtype_bytes, macs)
     out = [shape3[p] for p in perm3]
     fetch = min(height, block[0]) * min(width, block[1]) * depth
     blocks = math.ceil(out[0] / min(out[0], block[0])) * math.ceil(out[1] / min(out[1], block[1]))
