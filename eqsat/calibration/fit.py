@@ -56,8 +56,9 @@ _PASS_KINDS = ("021", "102", "210", "120", "201")
 FORMS = {
     # Ethos-U55: every pass is a 1x1 pooling; its cost depends on which axes it swaps.
     "u55:transpose": ("one", "passes", *(f"moved_{k}" for k in _PASS_KINDS), *(f"rows_{k}" for k in _PASS_KINDS)),
-    # Ethos-U85: native passes whose cost follows brick-aligned reads and writes.
-    "u85:transpose": ("one", "passes", "moved", "padded_in", "padded_out", "rows_in", "rows_out"),
+    # Ethos-U85: native passes whose cost follows brick-aligned reads and writes, and the elements of passes
+    # that swap H and W, at half throughput (vela_cost.U85_HALF_THROUGHPUT).
+    "u85:transpose": ("one", "passes", "moved", "moved_hw", "padded_in", "padded_out", "rows_in", "rows_out"),
     "concat": ("inputs", "elements", "rows"),
     # a whole-tensor MemoryCopy: its rows, the 16-byte bricks it writes, and its height
     "copy": ("one", "elements", "rows", "bricks", "height"),
@@ -94,14 +95,25 @@ convolution's per-channel bias and scale (on Ethos-U55 read from flash with the 
 1x1 conv of 8 -> 160 channels takes 1058 NPU and 2256 access cycles), a pooling's input reads (its
 Ethos-U55 NPU form counts only output microblocks)."""
 ACCESS_PIECES = {
-    # On Ethos-U85 a transpose pass that writes less than a 16-byte brick per position has access cycles
-    # that grow with its output plane times the plane's longer side: (3, 9216) -> (9216, 3) costs
-    # 3110400 access cycles (0.0366 per unit of that feature) and (3, 96, 96) -> (96, 96, 3) 43200
-    # (0.0488), while their NPU cycles are about 74000 each.
+    # A transpose pass that writes less than a 16-byte brick per position has access cycles that grow with its
+    # output plane times the plane's longer side: on Ethos-U85 (3, 9216) -> (9216, 3) costs 3110400 access
+    # cycles (0.0366 per unit of that feature) and (3, 96, 96) -> (96, 96, 3) 43200 (0.0488), while their NPU
+    # cycles are about 74000 each. Ethos-U85's transposes now follow the bytes regor charges (ACCESS_FORMS);
+    # the Ethos-U55 fit keeps this piece, and the slice copies that Ethos-U85 writes transposed.
     "transpose": (("narrow_hw_max",),),
     "slice_transpose": (("narrow_hw_max",),),
 }
 """Further linear pieces of a family's access model: it predicts the largest of its pieces."""
+ACCESS_FORMS = {
+    # Ethos-U85: the SRAM bytes regor charges a transpose pass (vela_cost.u85_transpose_access); its access cycles
+    # are the larger of their sum over the memory's bandwidth and the larger channel's bytes over the channel's
+    # (EthosU85Performance::MeasureAccessCycles): 1/32 and 1/20.48 cycles per byte in Vela's U85 system configurations.
+    "u85:transpose": (("block_reads", "block_writes"), ("block_channel",)),
+}
+"""The pieces of a family's access model where they replace its NPU form, `ACCESS_FEATURES` and `ACCESS_PIECES`."""
+ACCESS_SEEDS = {"u85:transpose": 1.2}
+"""How far the first access piece must underestimate a sample for it to seed the others (`fit_max_of_linear`), where
+not 2: a transpose pass bound by its larger channel costs at most 32 / 20.48 = 1.56 times the bytes-over-bandwidth piece."""
 
 
 def form_of(family: str, target: str) -> tuple[str, ...]:
@@ -113,6 +125,8 @@ def form_of(family: str, target: str) -> tuple[str, ...]:
 def access_forms_of(family: str, target: str) -> list[tuple[str, ...]]:
     """The features of each linear piece of a family's memory-access model (it predicts their maximum)."""
     kind = family.split("/", 1)[0]
+    if f"{vela_cost.target_family(target)}:{kind}" in ACCESS_FORMS:
+        return list(ACCESS_FORMS[f"{vela_cost.target_family(target)}:{kind}"])
     form = form_of(family, target)
     first = form + tuple(f for f in ACCESS_FEATURES.get(kind, ()) if f not in form)
     return [first, *ACCESS_PIECES.get(kind, ())]
@@ -230,7 +244,7 @@ def observations(record: dict, target: str, measure: str = "npu") -> list[Observ
         features = {name: sum(b[name] for b in blocks) for name in blocks[0]}
         return [Observation("batched_copy/int8", features, total, key)]
     if kind == "ctx_slice_transpose":  # the slice's copy and the transpose written by it, as one op
-        config = vela_cost.slice_transpose_config(_tt(p["size"], "int8"), tuple(p["perm"]))
+        config = vela_cost.slice_transpose_config(_tt(p["size"], "int8"), tuple(p["perm"]), target)
         return [Observation(config.family, config.features, float(roles.get("slice", 0) + roles.get("transpose", 0)), key)]
     if kind in ("ctx_chain", "module"):
         return []  # fitted jointly, see fit_jointly
@@ -270,11 +284,11 @@ def fit_family(observations_: list[Observation], form: tuple[str, ...], weighted
 MAX_FIT_ROUNDS = 20
 
 
-def fit_max_of_linear(observations_: list[Observation], forms: list[tuple[str, ...]], weighted: bool = True) -> dict:
+def fit_max_of_linear(observations_: list[Observation], forms: list[tuple[str, ...]], weighted: bool = True, seed: float = 2.0) -> dict:
     """Fit y = max over pieces k of (coef_k · features_k), each piece by NNLS on the samples it explains.
 
-    The first piece is fitted on all samples; the samples it underestimates by more than half seed
-    the other pieces; then each sample goes to the piece that predicts most for it, and the pieces
+    The first piece is fitted on all samples; the samples it underestimates by more than a factor seed
+    (by default, by more than half) seed the other pieces; then each sample goes to the piece that predicts most for it, and the pieces
     are refitted, until the assignment settles (at most MAX_FIT_ROUNDS rounds, deterministic).
     """
     if len(forms) == 1:
@@ -283,7 +297,7 @@ def fit_max_of_linear(observations_: list[Observation], forms: list[tuple[str, .
     xs = [_matrix(observations_, form)[0] for form in forms]
     y = _matrix(observations_, forms[0])[1]
     first = np.array(fit_family(observations_, forms[0], weighted)["coef"])
-    assign = np.where(y > 2.0 * (xs[0] @ first), 1, 0)
+    assign = np.where(y > seed * (xs[0] @ first), 1, 0)
     for _ in range(MAX_FIT_ROUNDS):
         coefs = []
         for k, form in enumerate(forms):
@@ -315,7 +329,7 @@ def binding(observations_: list[Observation], npu: dict[str, float]) -> list[Obs
     return found if len(found) >= MIN_BINDING else observations_
 
 
-def fit_access(observations_: list[Observation], per_memory: dict[str, list[Observation]], forms: list[tuple[str, ...]], weighted: bool = True) -> dict:
+def fit_access(observations_: list[Observation], per_memory: dict[str, list[Observation]], forms: list[tuple[str, ...]], weighted: bool = True, seed: float = 2.0) -> dict:
     """The memory-access model of a family: the largest of one model per memory, as Vela takes the largest
     of its per-memory access cycles (on Ethos-U55 a fully connected layer is bound by reading its weights
     from flash, a spatial convolution by its feature maps in SRAM: one linear model mixes the two).
@@ -326,10 +340,10 @@ def fit_access(observations_: list[Observation], per_memory: dict[str, list[Obse
     """
     used = {m: obs for m, obs in per_memory.items() if obs and max(o.cycles for o in obs) > 0}
     if not used:
-        return fit_max_of_linear(observations_, forms, weighted)
+        return fit_max_of_linear(observations_, forms, weighted, seed)
     pieces = []
     for memory, obs in used.items():
-        pieces += [{**piece, "memory": memory} for piece in fit_max_of_linear(obs, forms, weighted)["pieces"]]
+        pieces += [{**piece, "memory": memory} for piece in fit_max_of_linear(obs, forms, weighted, seed)["pieces"]]
     predicted = np.array([max(vela_cost._linear(piece, o.features) for piece in pieces) for o in observations_])
     return {"pieces": pieces, **quality(predicted, np.array([o.cycles for o in observations_]))}
 
@@ -505,7 +519,8 @@ def fit(records: list[dict], target: str, kept: dict[str, dict] | None = None) -
             per_memory = {memory: _single_pass(found[family]) for memory, found in by_memory.items() if family in found}
             if "flash" in per_memory:
                 per_memory["flash"] = binding(per_memory["flash"], npu)
-            models[family]["access"] = fit_access(_single_pass(access[family]), per_memory, access_forms_of(family, target), weighted)
+            seed = ACCESS_SEEDS.get(f"{vela_cost.target_family(target)}:{family.split('/', 1)[0]}", 2.0)
+            models[family]["access"] = fit_access(_single_pass(access[family]), per_memory, access_forms_of(family, target), weighted, seed)
     for family, obs in sorted(_by_family(records, target, "total").items()):
         if family.startswith("context/"):
             y = np.array([o.cycles for o in obs])
