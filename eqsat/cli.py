@@ -71,9 +71,10 @@ def _calibrate(arguments: argparse.Namespace) -> int:
         statuses = ", ".join(f"{count} {status}" for status, count in sorted(data["grid"]["statuses"].items()))
         print(f"{configuration.describe()}: {statuses} in {data['seconds'] / 60:.1f} min -> {vela_cost.calibration_path(configuration)}")
     if arguments.report:
-        targets = arguments.target or [t for t in ACCELERATORS if vela_cost.has_calibration(t)]  # every target calibrated at its default
-        out = arguments.out or arguments.results / "calibration_report.md"
-        path = calibration_report.write_report(targets, out, arguments.results, arguments.workdir, jobs=arguments.jobs)
+        results = arguments.results or [Path("benchmarks/results")]
+        out = arguments.out or results[0] / "calibration_report.md"
+        reported = configurations or vela_cost.calibrated_configurations()
+        path = calibration_report.write_report(reported, out, results, arguments.workdir, jobs=arguments.jobs)
         print(f"report: {path}")
     return 0
 
@@ -203,9 +204,15 @@ def parser() -> argparse.ArgumentParser:
         "eqsat calibrate --target ethos-u55-128 --memory-mode Sram_Only",
     )
     calibrate_command.add_argument("--target", action="append", choices=ACCELERATORS, metavar="TARGET", help="calibrate this target (repeatable)")
-    calibrate_command.add_argument("--report", action="store_true", help="write the accuracy report (held-out shapes, benchmarked models) of the targets calibrated here, else of every target calibrated at its default configuration")
-    calibrate_command.add_argument("--results", type=Path, default=Path("benchmarks/results"), help="`eqsat bench` results the report scores (default: benchmarks/results)")
-    calibrate_command.add_argument("--out", type=Path, default=None, help="report path (default: RESULTS/calibration_report.md)")
+    calibrate_command.add_argument(
+        "--report", action="store_true",
+        help="write the accuracy report (held-out shapes, benchmarked models), one table per configuration, of the configurations calibrated here, else of every calibrated configuration",
+    )
+    calibrate_command.add_argument(
+        "--results", type=Path, action="append", default=None, metavar="RESULTS",
+        help="`eqsat bench` results the report scores: the rows in RESULTS/runs/ and RESULTS/*/runs/ (repeatable; default: benchmarks/results)",
+    )
+    calibrate_command.add_argument("--out", type=Path, default=None, help="report path (default: RESULTS/calibration_report.md, of the first RESULTS)")
     calibrate_command.add_argument("--jobs", type=int, default=2, help="parallel Vela processes (default: 2)")
     calibrate_command.add_argument("--workdir", type=Path, default=None, help="cache of measured samples, to resume (default: ~/.cache/eqsat/calibration)")
     calibrate_command.add_argument("--scale", type=float, default=1.0, help="grid size factor (default: 1.0)")

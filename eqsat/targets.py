@@ -5,9 +5,10 @@ configuration (eqsat.configuration). Each says:
 - how it is priced: with its calibration file, or refused, with the reason a lowering's report gives;
 - the Vela version its calibration was fitted on;
 - its measured error on the zoo: the mean and worst absolute error of the stock graph's estimate against
-  Vela's `cycles_total`, read from the summary table of `eqsat calibrate --report`
-  (<results>/calibration_report.md, or <results>/<folder>/calibration_report.md for targets benchmarked
-  apart), where that report scored the same configuration with the same Vela version; "not measured" otherwise.
+  Vela's `cycles_total`, read from the summary table of `eqsat calibrate --report`, which scores every calibrated
+  configuration on the rows benchmarked on it (<results>/calibration_report.md; a report in <results>/<folder>/,
+  of an older `eqsat calibrate --report --results <results>/<folder>`, fills in what the top one lacks), where
+  that report scored the same configuration with the same Vela version; "not measured" otherwise.
 """
 
 from __future__ import annotations
@@ -78,9 +79,8 @@ def zoo_errors(report: Path) -> dict[tuple[Configuration, str], str]:
 
 def rows(results: Path = Path("benchmarks/results")) -> list[TargetRow]:
     """What eqsat knows of each target's default configuration and of each calibrated configuration."""
-    calibrated = vela_cost.calibrations()
     configurations = [Configuration.of(t) for t in ACCELERATORS]
-    configurations += sorted((c for c in calibrated if c not in configurations), key=lambda c: (ACCELERATORS.index(c.target), c.name))
+    configurations += [c for c in vela_cost.calibrated_configurations() if c not in configurations]
     errors = {}
     for report in sorted(results.glob(f"*/{REPORT}")) + [results / REPORT]:  # the top-level report wins
         errors |= zoo_errors(report)

@@ -19,7 +19,8 @@ from eqsat.calibration import calibrate
 from eqsat.calibration.graphs import Sample, build_tosa
 from eqsat.configuration import ACCELERATORS, Configuration, UnknownTargetError, vela_flag_values
 from eqsat.extract import vela_cost
-from eqsat.extract.cost import UncalibratedTargetError, cost_model_for
+from eqsat.extract.cost import UncalibratedTargetError, cost_model_for, priced
+from eqsat.ir import TensorType, Term
 from tests.graphs import GraphBuilder
 
 DRAM = {"memory_mode": "Dedicated_Sram_384KB"}
@@ -154,6 +155,19 @@ def test_a_file_that_records_another_configuration_is_refused(tmp_path, monkeypa
     monkeypatch.setattr(vela_cost, "CALIBRATION_DIR", tmp_path)
     with pytest.raises(UncalibratedTargetError, match="calibrates ethos-u85-256 with Ethos_U85_SYS_DRAM_Mid/Sram_Only, not .*Dedicated_Sram_384KB"):
         cost_model_for(configuration)
+
+
+def test_a_non_default_configuration_is_priced_with_its_own_file_and_no_other(other_calibration):
+    configuration = other_calibration
+    own, default = vela_cost.VelaCalibratedCost(configuration), vela_cost.VelaCalibratedCost(configuration.target)
+    assert (own.target, own.configuration, default.configuration) == ("ethos-u55-128", configuration, Configuration.of("ethos-u55-128"))
+    assert own.data == json.loads(vela_cost.calibration_path(configuration).read_text()) == cost_model_for(configuration).data
+    transpose = (Term("Transpose", (0,), ((0, 2, 1, 3),)), TensorType((1, 16, 8, 32), "torch.int8"), [TensorType((1, 8, 16, 32), "torch.int8")])
+    assert own.cost(*transpose) > default.cost(*transpose) > 0  # its file's doubled coefficients
+    with pytest.raises(vela_cost.OtherConfigurationError, match="the calibration data given calibrates ethos-u55-128 with Ethos_U55_High_End_Embedded/Sram_Only, not .*Shared_Sram"):
+        vela_cost.VelaCalibratedCost("ethos-u55-128", data=own.data)  # a target alone is its default configuration
+    with pytest.raises(vela_cost.OtherConfigurationError, match="ethos-u55-128.json calibrates .*Shared_Sram, not .*Sram_Only"):
+        vela_cost.VelaCalibratedCost(configuration, path=vela_cost.calibration_path("ethos-u55-128"))
 
 
 def test_vela_estimates_with_the_configuration_it_is_given():
@@ -293,3 +307,25 @@ def test_eqsat_targets_lists_a_calibrated_non_default_configuration(tmp_path, mo
     (row,) = [r for r in targets.rows(tmp_path) if r.configuration == configuration]
     assert row.priced == f"calibrated: {configuration.name}.json" and row.zoo_error == targets.NOT_MEASURED
     assert "| ethos-u85-256 | Ethos_U85_SYS_DRAM_Mid | Dedicated_Sram_384KB |" in targets.table([row])
+
+
+def test_eqsat_targets_shows_the_error_the_report_measured_on_a_non_default_configuration(tmp_path, capsys, monkeypatch, other_calibration):
+    """`eqsat calibrate --report` scores the configuration on the rows benchmarked apart on it, and `eqsat targets`
+    reads the error back from the report."""
+    from eqsat.calibration import report
+    from tests.calibration.test_report import conv_graph, write_row
+
+    configuration = other_calibration
+    monkeypatch.setattr(report, "grid", lambda target, split, scale: [])  # no held-out shapes: no Vela run
+    predicted = priced(conv_graph(), vela_cost.VelaCalibratedCost(configuration))
+    cycles = round(1.25 * predicted)  # a fixture, whose error the report must find
+    results = tmp_path / "results"
+    write_row(results / "modes" / "runs", "conv", conv_graph(), "", configuration=configuration, cycles_total=cycles)
+    assert cli.main(["calibrate", "--report", "--results", str(results), "--workdir", str(tmp_path / "work")]) == 0
+    assert f"### {configuration.name}" in (results / "calibration_report.md").read_text()
+    capsys.readouterr()
+    assert cli.main(["targets", "--results", str(results), "--json"]) == 0
+    listed = {row["name"]: row for row in json.loads(capsys.readouterr().out)}
+    error = f"{abs(100 * (predicted - cycles) / cycles):.1f}%"
+    assert listed[configuration.name]["zoo_error"].startswith(f"{error} mean, {error} worst (1 models")
+    assert listed["ethos-u55-128"]["zoo_error"] == targets.NOT_MEASURED  # no row measured on the default configuration

@@ -1,16 +1,21 @@
 """`eqsat calibrate --report`: how well the calibrated cost model predicts Vela.
 
-Two views, both against the pinned Vela:
+Each calibrated configuration (target, system config, memory mode, vela.ini) is
+scored with its own calibration file, in three views against the pinned Vela:
 - per op family, on held-out shapes that calibration never fitted (another
-  seed of the same grid): Spearman rank correlation and mean absolute error;
-- per zoo model and target: the cost model's estimate of the graph at eqsat's
-  insertion point against Vela's `cycles_total` for the TOSA of the stock
-  lowering. These come from the `eqsat bench` rows of a results directory:
-  each pass report keeps the graph it was given (`graph_before`), which is
-  priced again with the current calibration, so a cost-model change is
-  re-measured without rerunning the zoo. Rows without it fall back to the
-  report's `cost_before` when measured with the current calibration file, and
-  are left out (and counted) otherwise.
+  seed of the same grid), measured on that configuration: Spearman rank
+  correlation and mean absolute error;
+- per zoo model, one table per configuration: the cost model's estimate of the
+  graph at eqsat's insertion point against Vela's `cycles_total` for the TOSA
+  of the stock lowering on that configuration. These come from the
+  `eqsat bench` rows measured on it (`eqsat.bench.configuration_name`), in the
+  runs/ folder of each results directory and of its subfolders (the zoo
+  benchmarked apart per target or memory mode: `--out RESULTS/targets`,
+  `RESULTS/modes`): each pass report keeps the graph it was given
+  (`graph_before`), which is priced again with the current calibration, so a
+  cost-model change is re-measured without rerunning the zoo. Rows without it
+  fall back to the report's `cost_before` when measured with the current
+  calibration file, and are left out (and counted) otherwise.
 - per op family, over those models: the estimate of each op against Vela's
   per-layer `Op Cycles` of the stock TOSA, a layer attributed to the node
   whose name it carries (Vela names a layer after the tensor it writes, and
@@ -28,6 +33,7 @@ from pathlib import Path
 
 import numpy as np
 
+from eqsat.bench import configuration_name
 from eqsat.configuration import Configuration
 from eqsat.extract import vela_cost
 from eqsat.extract.cost import priced, value_costs
@@ -47,14 +53,16 @@ def spearman(a, b) -> float:
     return float(spearmanr(a, b).statistic)
 
 
-def heldout_scores(target: str, workdir: Path = DEFAULT_WORKDIR, *, jobs: int = 2, scale: float = 1.0, progress: bool = False) -> dict[str, dict]:
-    """Per family, on held-out shapes (measured now if not cached): n, Spearman rank correlation and mean abs % error.
+def heldout_scores(configuration: Configuration, workdir: Path = DEFAULT_WORKDIR, *, jobs: int = 2, scale: float = 1.0, progress: bool = False) -> dict[str, dict]:
+    """Per family, on held-out shapes measured on configuration (now if not cached) and priced with its calibration:
+    n, Spearman rank correlation and mean abs % error.
 
     Whole chains (`ctx_chain`) are scored on their total cycles, as `chain`.
     """
-    model = vela_cost.VelaCalibratedCost(target)
+    model = vela_cost.VelaCalibratedCost(configuration)
+    target = configuration.target
     samples = grid(target, "heldout", scale)
-    records = measure(samples, Configuration.of(target), workdir, jobs=jobs, progress=progress)
+    records = measure(samples, configuration, workdir, jobs=jobs, progress=progress)
     pairs: dict[str, list[tuple[float, float]]] = {}
     for sample in samples:
         record = records.get(sample.key)
@@ -154,36 +162,52 @@ def attribute(graphs: list[Graph], layers: list[dict], target: str, model: vela_
     return sums
 
 
-def model_rows(targets: list[str], results: Path) -> tuple[list[dict], int]:
-    """Per benchmarked model and target: the estimate at the insertion point, Vela's cycles_total and, when the
-    row keeps the graphs, the per-family attribution (`attribute`).
+def run_folders(results: list[Path]) -> list[Path]:
+    """Where `eqsat bench` left its rows: the runs/ folder of each results directory, then those of its subfolders."""
+    folders = []
+    for root in map(Path, results):
+        folders += [folder for folder in [root / "runs", *sorted(root.glob("*/runs"))] if folder.is_dir() and folder not in folders]
+    return folders
 
-    Read from the rows `eqsat bench` left in results/runs/: the graphs the pass was given are priced with the
-    current calibration; a row without them counts its reports' `cost_before` if measured with the
-    current calibration file, and is left out otherwise. Returns (rows, how many were left out).
+
+def model_rows(configurations: list[Configuration], results: list[Path]) -> tuple[list[dict], int]:
+    """Per benchmarked model and configuration: the estimate at the insertion point, Vela's cycles_total and, when
+    the row keeps the graphs, the per-family attribution (`attribute`).
+
+    Read from the rows `eqsat bench` measured on each configuration, in the `run_folders` of results (the first
+    row of a model there that can be priced wins): the graphs the pass was given are priced with the
+    configuration's current calibration; a row without them counts its reports' `cost_before` if measured with
+    that calibration file, and is left out otherwise. Returns (rows, in the order of configurations, how many
+    were left out).
     """
     rows, stale = [], 0
-    models = {t: vela_cost.VelaCalibratedCost(t) for t in targets}
-    for run in sorted((Path(results) / "runs").glob("*.json")):
-        row = json.loads(run.read_text())
-        target = row["target"]
-        if target not in targets or row.get("configuration", target) != target:  # another configuration's row: not this calibration's
-            continue
-        reports = row["reports"]
-        families = None
-        if reports and all(r.get("graph_before") for r in reports):
-            graphs = [Graph.from_data(r["graph_before"]) for r in reports]
-            predicted = sum(priced(g, models[target]) for g in graphs)
-            families = attribute(graphs, row["stock"]["layers"], target, models[target])
-        elif row.get("calibration") == vela_cost.calibration_digest(target):
-            estimates = [r["cost_before"] for r in reports]
-            predicted = sum(estimates) if estimates and all(e is not None for e in estimates) else math.nan
-        else:
-            stale += 1
-            continue
-        rows.append({"model": row["model"], "target": target, "predicted": predicted,
-                     "vela_cycles_total": row["stock"]["cycles_total"], "families": families})
-    return rows, stale
+    by_name = {c.name: c for c in configurations}
+    models = {c.name: vela_cost.VelaCalibratedCost(c) for c in configurations}
+    digests = {c.name: vela_cost.calibration_digest(c) for c in configurations}
+    seen: set[tuple[str, str]] = set()
+    for folder in run_folders(results):
+        for run in sorted(folder.glob("*.json")):
+            row = json.loads(run.read_text())
+            name = configuration_name(row)
+            if name not in by_name or (row["model"], name) in seen:
+                continue
+            model, reports = models[name], row["reports"]
+            families = None
+            if reports and all(r.get("graph_before") for r in reports):
+                graphs = [Graph.from_data(r["graph_before"]) for r in reports]
+                predicted = sum(priced(g, model) for g in graphs)
+                families = attribute(graphs, row["stock"]["layers"], model.target, model)
+            elif row.get("calibration") == digests[name]:
+                estimates = [r["cost_before"] for r in reports]
+                predicted = sum(estimates) if estimates and all(e is not None for e in estimates) else math.nan
+            else:
+                stale += 1
+                continue
+            rows.append({"model": row["model"], "configuration": by_name[name], "predicted": predicted,
+                         "vela_cycles_total": row["stock"]["cycles_total"], "families": families, "folder": folder})
+            seen.add((row["model"], name))
+    order = list(by_name)
+    return sorted(rows, key=lambda r: order.index(r["configuration"].name)), stale
 
 
 def largest_miss(families: dict[str, list[float]] | None) -> str:
@@ -204,11 +228,13 @@ def _plot(rows: list[dict], path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    figure, axes = plt.subplots(figsize=(5.5, 5))
-    for target, marker in zip(sorted({r["target"] for r in rows}), "os^v"):
-        mine = [r for r in rows if r["target"] == target and math.isfinite(r["predicted"])]
-        axes.scatter([r["vela_cycles_total"] for r in mine], [r["predicted"] for r in mine], marker=marker, label=target)
-    low = min([r["vela_cycles_total"] for r in rows] + [1])
+    figure, axes = plt.subplots(figsize=(6.5, 5.5))
+    names = list(dict.fromkeys(r["configuration"].name for r in rows))
+    for index, name in enumerate(names):
+        mine = [r for r in rows if r["configuration"].name == name and math.isfinite(r["predicted"])]
+        marker = "os^vD<>ph*"[index % 10]
+        axes.scatter([r["vela_cycles_total"] for r in mine], [r["predicted"] for r in mine], marker=marker, label=name)
+    low = min((r["vela_cycles_total"] for r in rows), default=1)
     high = max(r["vela_cycles_total"] for r in rows) if rows else 10
     axes.plot([low, high], [low, high], "k--", linewidth=0.8)
     axes.plot([low, high], [0.9 * low, 0.9 * high], "k:", linewidth=0.5)
@@ -218,33 +244,42 @@ def _plot(rows: list[dict], path: Path) -> None:
     axes.set_xlabel("Vela cycles_total (whole model)")
     axes.set_ylabel("cost model estimate (cost_before, summed)")
     axes.set_title("Zoo models: calibrated estimate vs Vela")
-    axes.legend()
+    axes.legend(fontsize="x-small")
     figure.tight_layout()
     figure.savefig(path, dpi=120)
     plt.close(figure)
 
 
-def family_table(rows: list[dict], targets: list[str]) -> list[str]:
-    """Markdown: per op family, the estimate and Vela's Op Cycles summed over the zoo models, per target."""
-    totals: dict[str, dict[str, list[float]]] = {}
+def model_table(rows: list[dict]) -> list[str]:
+    """Markdown: per model of one configuration, the estimate, Vela's cycles_total, the error and the largest miss."""
+    lines = ["| model | predicted | Vela | error | largest miss (estimate/Vela) |", "|---|---:|---:|---:|---|"]
+    for r in rows:
+        lines.append(f"| {r['model']} | {r['predicted']:.0f} | {r['vela_cycles_total']} | "
+                     f"{_percent(r['predicted'], r['vela_cycles_total']):+.1f}% | {largest_miss(r['families'])} |")
+    return lines
+
+
+def family_table(rows: list[dict]) -> list[str]:
+    """Markdown: per op family, the estimate and Vela's Op Cycles summed over one configuration's models."""
+    totals: dict[str, list[float]] = {}
     for r in rows:
         for family, (predicted, measured) in (r["families"] or {}).items():
-            pair = totals.setdefault(family, {}).setdefault(r["target"], [0.0, 0.0])
+            pair = totals.setdefault(family, [0.0, 0.0])
             pair[0] += predicted
             pair[1] += measured
     if not totals:
         return []
-    lines = ["", "### Per op family, summed over the models", ""]
-    lines += ["Each op's estimate (in its graph's context) against Vela's `Op Cycles` of the layers named after it.", ""]
-    lines += ["| family | " + " | ".join(f"{t} estimate | {t} Vela | difference" for t in targets) + " |", "|---|" + "---:|---:|---:|" * len(targets)]
-    order = sorted(totals, key=lambda f: -max(abs(p - m) for p, m in totals[f].values()))
-    for family in order:
-        cells = []
-        for t in targets:
-            p, m = totals[family].get(t, (0.0, 0.0))
-            cells.append(f"{p:.0f} | {m:.0f} | {p - m:+.0f}")
-        lines.append(f"| {family} | " + " | ".join(cells) + " |")
+    lines = ["", "Per op family, summed over the models: each op's estimate (in its graph's context) against Vela's",
+             "`Op Cycles` of the layers named after it.", ""]
+    lines += ["| family | estimate | Vela | difference |", "|---|---:|---:|---:|"]
+    for family, (p, m) in sorted(totals.items(), key=lambda item: -abs(item[1][0] - item[1][1])):
+        lines.append(f"| {family} | {p:.0f} | {m:.0f} | {p - m:+.0f} |")
     return lines
+
+
+def zoo_errors(rows: list[dict]) -> list[float]:
+    """The absolute % errors of the rows' estimates against Vela's cycles_total (rows without an estimate left out)."""
+    return [abs(_percent(r["predicted"], r["vela_cycles_total"])) for r in rows if math.isfinite(r["predicted"])]
 
 
 def _fmt(value, digits: int = 2) -> str:
@@ -253,64 +288,66 @@ def _fmt(value, digits: int = 2) -> str:
     return f"{value:.{digits}f}"
 
 
-def write_report(targets: list[str], path: Path, results: Path, workdir: Path = DEFAULT_WORKDIR, *, jobs: int = 2) -> Path:
-    """The report at path (+ calibration_zoo.png beside it): fit quality, held-out rank correlation, and
-    the accuracy on the models benchmarked in results (`eqsat bench --out results`)."""
+def write_report(configurations: list[Configuration], path: Path, results: list[Path], workdir: Path = DEFAULT_WORKDIR, *, jobs: int = 2) -> Path:
+    """The report at path (+ calibration_zoo.png beside it) on each configuration, with its own calibration file: fit
+    quality, held-out rank correlation, and the accuracy on the models benchmarked on it in results
+    (`eqsat bench --out RESULTS`, or a subfolder of RESULTS: `run_folders`).
+
+    A configuration goes by `Configuration.name` in the first column of its tables (a target alone: its default
+    configuration), as `eqsat targets` reads them back (eqsat.targets.zoo_errors)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    data = {t: json.loads(vela_cost.calibration_path(t).read_text()) for t in targets}
-    heldout = {t: heldout_scores(t, workdir, jobs=jobs) for t in targets}
-    rows, stale = model_rows(targets, results)
+    names = [c.name for c in configurations]
+    data = {c.name: json.loads(vela_cost.calibration_path(c).read_text()) for c in configurations}
+    heldout = {c.name: heldout_scores(c, workdir, jobs=jobs) for c in configurations}
+    rows, stale = model_rows(configurations, results)
     plot_path = path.with_name("calibration_zoo.png")
     if rows:
         _plot(rows, plot_path)
+    folders = ", ".join(f"{folder}/" for folder in run_folders(results)) or "(none found)"
 
     lines = ["# Cost model calibration against Vela", ""]
-    lines += ["Generated by `eqsat calibrate --report`. Data: `eqsat/extract/calibration/<target>.json`.", ""]
+    lines += ["Generated by `eqsat calibrate --report`. Data: `eqsat/extract/calibration/<configuration>.json`, the configuration",
+              "named by its target alone for the target's default system config and memory mode.", ""]
     lines += ["| target | Vela | system config | memory mode | samples (ok/all) | last `eqsat calibrate` run (samples cached earlier are not re-measured) |", "|---|---|---|---|---:|---:|"]
-    for t, d in data.items():
+    for name, d in data.items():
         statuses = d["grid"]["statuses"]
-        lines.append(f"| {t} | {d['vela_version']} | {d['system_config']} | {d['memory_mode']} | {statuses.get('ok', 0)}/{sum(statuses.values())} | {d['seconds'] / 60:.1f} min |")
+        lines.append(f"| {name} | {d['vela_version']} | {d['system_config']} | {d['memory_mode']} | {statuses.get('ok', 0)}/{sum(statuses.values())} | {d['seconds'] / 60:.1f} min |")
 
     lines += ["", "## Whole models: estimate at eqsat's insertion point vs Vela", ""]
     lines += ["`predicted` is the sum over delegates of the pass reports' `cost_before`: the estimate of the graph",
-              "eqsat is given, before any rewrite. `Vela` is `cycles_total` of the stock lowering's TOSA. Both come from",
-              f"the `eqsat bench` rows in {results}/runs/ measured with the current calibration"
-              + (f" ({stale} rows of an older calibration left out: rerun `eqsat bench --out {results}`)." if stale else "."), ""]
-    lines += ["Per target, the op family whose estimate is furthest from Vela's per-layer `Op Cycles`, as estimate/Vela, follows.", ""]
-    lines += ["| model | " + " | ".join(f"{t} predicted | {t} Vela | error | {t} largest miss" for t in targets) + " |"]
-    lines += ["|---|" + "---:|---:|---:|---|" * len(targets)]
-    by_model: dict[str, dict[str, dict]] = {}
-    for r in rows:
-        by_model.setdefault(r["model"], {})[r["target"]] = r
-    for model_name, per_target in by_model.items():
-        cells = []
-        for t in targets:
-            r = per_target.get(t)
-            cells.append(
-                f"{r['predicted']:.0f} | {r['vela_cycles_total']} | {_percent(r['predicted'], r['vela_cycles_total']):+.1f}% | {largest_miss(r['families'])}"
-                if r else "n/a | n/a | n/a | n/a"
-            )
-        lines.append(f"| {model_name} | " + " | ".join(cells) + " |")
+              "eqsat is given, before any rewrite, with the configuration's own calibration. `Vela` is `cycles_total` of the",
+              "stock lowering's TOSA on that configuration. Both come from the `eqsat bench` rows measured on it in",
+              f"{folders}" + (f" ({stale} rows of an older calibration left out: rerun `eqsat bench` into their folder)." if stale else "."), ""]
     summary = []
-    for t in targets:
-        errors = [abs(_percent(r["predicted"], r["vela_cycles_total"])) for r in rows if r["target"] == t and math.isfinite(r["predicted"])]
+    for name in names:
+        errors = zoo_errors([r for r in rows if r["configuration"].name == name])
         if errors:
             within = sum(e <= 15 for e in errors)
-            summary.append(f"| {t} | {np.mean(errors):.1f}% | {np.median(errors):.1f}% | {max(errors):.1f}% | {within}/{len(errors)} |")
-    lines += ["", "| target | mean abs error | median abs error | max abs error | models within 15% |", "|---|---:|---:|---:|---:|", *summary]
+            summary.append(f"| {name} | {np.mean(errors):.1f}% | {np.median(errors):.1f}% | {max(errors):.1f}% | {within}/{len(errors)} |")
+    lines += ["| target | mean abs error | median abs error | max abs error | models within 15% |", "|---|---:|---:|---:|---:|", *summary]
     if rows:
         lines += ["", f"![estimate vs Vela]({plot_path.name})"]
-    lines += family_table(rows, targets)
+    for configuration in configurations:
+        mine = [r for r in rows if r["configuration"] == configuration]
+        lines += ["", f"### {configuration.name}", ""]
+        if not mine:
+            lines.append(f"{configuration.describe()}: no `eqsat bench` rows measured on it.")
+            continue
+        where = ", ".join(sorted({f"{r['folder']}/" for r in mine}))
+        lines += [f"{configuration.describe()}: {len(mine)} models, from {where}. The largest miss is the op family whose",
+                  "estimate is furthest from Vela's per-layer `Op Cycles`.", ""]
+        lines += model_table(mine)
+        lines += family_table(mine)
 
     lines += ["", "## Held-out shapes: rank correlation per family", ""]
-    lines += ["Shapes drawn with another seed and never fitted. Spearman ρ between the model's and Vela's `Op Cycles`; MAPE = mean absolute % error.", ""]
+    lines += ["Shapes drawn with another seed and never fitted, measured on each configuration. Spearman ρ between the model's and Vela's `Op Cycles`; MAPE = mean absolute % error.", ""]
     families = sorted({f for s in heldout.values() for f in s})
-    lines += ["| family | " + " | ".join(f"{t} n | {t} ρ | {t} MAPE" for t in targets) + " |", "|---|" + "---:|---:|---:|" * len(targets)]
+    lines += ["| family | " + " | ".join(f"{n} n | {n} ρ | {n} MAPE" for n in names) + " |", "|---|" + "---:|---:|---:|" * len(names)]
     for family in families:
         cells = []
-        for t in targets:
-            score = heldout[t].get(family)
+        for n in names:
+            score = heldout[n].get(family)
             cells.append(f"{score['n']} | {_fmt(score['spearman'])} | {_fmt(score['mape'], 1)}%" if score else "- | - | -")
         lines.append(f"| {family} | " + " | ".join(cells) + " |")
 
@@ -318,12 +355,12 @@ def write_report(targets: list[str], path: Path, results: Path, workdir: Path = 
     lines += ["cycles = Σ coef × feature, fitted by non-negative least squares weighted by 1/cycles: NPU cycles and",
               "memory-access cycles apart (one model per memory, SRAM, DRAM or flash, the access model being their largest),",
               "an op costing the larger of the two per pass (joint families: `Op Cycles` over whole graphs).", ""]
-    for t, d in data.items():
-        lines += [f"### {t}", "", "| family | model | features (coef) | n | R² | MAPE |", "|---|---|---|---:|---:|---:|"]
+    for name, d in data.items():
+        lines += [f"### {name}", "", "| family | model | features (coef) | n | R² | MAPE |", "|---|---|---|---:|---:|---:|"]
         for family, m in d["models"].items():
             if family.startswith("context/"):
                 continue
-            for name, part in (("NPU" if "access" in m else "Op Cycles", m), ("access", m.get("access"))):
+            for part_name, part in (("NPU" if "access" in m else "Op Cycles", m), ("access", m.get("access"))):
                 if part is None:
                     continue
                 pieces = part.get("pieces", [part])
@@ -331,21 +368,21 @@ def write_report(targets: list[str], path: Path, results: Path, workdir: Path = 
                     (f"{p['memory']}: " if "memory" in p else "") + (", ".join(f"{f} ({c:.3g})" for f, c in zip(p["features"], p["coef"]) if c) or "0")
                     for p in pieces
                 )
-                lines.append(f"| {family} | {name} | {terms} | {part['n']} | {_fmt(part['r2'])} | {_fmt(part['mape'], 1)}% |")
+                lines.append(f"| {family} | {part_name} | {terms} | {part['n']} | {_fmt(part['r2'])} | {_fmt(part['mape'], 1)}% |")
         lines.append("")
 
     lines += ["## What Vela did in context", ""]
     lines += ["Mean cycles of the op under test inside a small graph (0 = folded or fused into a neighbour).", ""]
-    lines += ["| context | " + " | ".join(targets) + " |", "|---|" + "---:|" * len(targets)]
+    lines += ["| context | " + " | ".join(names) + " |", "|---|" + "---:|" * len(names)]
     contexts = sorted({f for d in data.values() for f in d["models"] if f.startswith("context/")})
     for family in contexts:
-        lines.append(f"| {family.removeprefix('context/')} | " + " | ".join(_fmt(data[t]["models"].get(family, {}).get("coef", [None])[0], 1) for t in targets) + " |")
+        lines.append(f"| {family.removeprefix('context/')} | " + " | ".join(_fmt(data[n]["models"].get(family, {}).get("coef", [None])[0], 1) for n in names) + " |")
 
     lines += ["", "## Transposes Vela cannot run", ""]
-    for t, d in data.items():
+    for name, d in data.items():
         rejected = [json.loads(k) for k, ok in d["transpose_feasibility"].items() if not ok]
         accepted = sum(d["transpose_feasibility"].values())
-        lines.append(f"- **{t}**: of {len(d['transpose_feasibility'])} transposes outside the Arm backend's always-supported region "
+        lines.append(f"- **{name}**: of {len(d['transpose_feasibility'])} transposes outside the Arm backend's always-supported region "
                      f"(a product of rank-2 dims above 2^16), Vela ran {accepted} and rejected {len(rejected)}"
                      + (": " + "; ".join(f"{s} perm {p} {dt}" for s, p, dt in rejected) if rejected else "") + ".")
     lines += ["", "## Limits", "", LIMITS, ""]

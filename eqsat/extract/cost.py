@@ -20,7 +20,6 @@ in a unit it does not have, nor in another configuration's.
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 import warnings
@@ -97,11 +96,10 @@ def cost_model_for(configuration: Configuration | str) -> CostModel:
             f"no cost-model calibration for {configuration.describe()}: run `{configuration.calibrate_command()}` "
             f"(about 10 minutes on 2 cores; calibrated: {calibrated})"
         )
-    data = json.loads(path.read_text())
-    recorded = vela_cost.recorded_configuration(data)
-    if recorded != configuration:
-        raise UncalibratedTargetError(f"{path.name} calibrates {recorded.describe()}, not {configuration.describe()}: run `{configuration.calibrate_command()}`")
-    model = vela_cost.VelaCalibratedCost(configuration.target, path=path, data=data)
+    try:
+        model = vela_cost.VelaCalibratedCost(configuration)
+    except vela_cost.OtherConfigurationError as error:
+        raise UncalibratedTargetError(f"{error}: run `{configuration.calibrate_command()}`") from None
     _warn_once_if_vela_differs(configuration, model.data["vela_version"])
     return model
 

@@ -34,7 +34,8 @@ block: a (64, 2, 8) -> (2, 64, 8) swap costs 6400 access cycles against 1615
 NPU cycles on Ethos-U85-256.
 The fitted coefficients live in eqsat/extract/calibration/<target>.json for
 a target's default configuration, and <target>.<system config>.<memory mode>.json
-for another (`calibration_path`, eqsat.configuration); `VelaCalibratedCost(target)` reads them and prices a `Term` from its output
+for another (`calibration_path`, eqsat.configuration); `VelaCalibratedCost(configuration)` reads the
+configuration's own file (a target alone: its default configuration's) and prices a `Term` from its output
 and operand types alone. `op_config` is the single place that turns a term
 into its family and features; calibration uses the same function on the
 graphs it measures, so fitting and prediction cannot drift apart.
@@ -154,7 +155,7 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from eqsat.configuration import Configuration
+from eqsat.configuration import ACCELERATORS, Configuration
 from eqsat.ir import MAX_RANK, Graph, TensorType, Term, window_of
 
 CALIBRATION_DIR = Path(__file__).parent / "calibration"
@@ -184,6 +185,17 @@ def recorded_configuration(data: dict) -> Configuration:
 def calibrations() -> dict[Configuration, Path]:
     """Every calibration file, by the configuration it records."""
     return {recorded_configuration(json.loads(path.read_text())): path for path in sorted(CALIBRATION_DIR.glob("*.json"))}
+
+
+def calibrated_configurations() -> list[Configuration]:
+    """The configurations a calibration file prices (one that records its configuration under that configuration's
+    `calibration_path`), each target's default first, in Vela's order of targets."""
+    priced = [c for c, path in calibrations().items() if c.target in ACCELERATORS and path == calibration_path(c)]
+    return sorted(priced, key=lambda c: (ACCELERATORS.index(c.target), not c.is_default, c.name))
+
+
+class OtherConfigurationError(ValueError):
+    """A calibration file asked to price a configuration it was not measured on."""
 
 
 def calibration_digest(configuration: Configuration | str) -> str:
@@ -840,28 +852,39 @@ def elementwise_pass(models: dict[str, dict], config: OpConfig, target: str) -> 
 
 @dataclass
 class VelaCalibratedCost:
-    """Estimated inference cycles of one e-node on target, from target's Vela calibration file.
+    """Estimated inference cycles of one e-node on a configuration, from that configuration's Vela calibration file.
+
+    `target` is given as a Configuration, or as a target alone for its default configuration; once built it is the
+    target's name and `configuration` the whole configuration. The calibration (data, else the file at path, else
+    the configuration's own file, `calibration_path`) must record that configuration (OtherConfigurationError
+    otherwise): a configuration is never priced with another's numbers. Data that records no configuration, the
+    working models of a fit, prices the target it names at its default configuration.
 
     See the module docstring for how each op is priced and what the model
     does not see.
     """
 
-    target: str
+    target: str | Configuration
     path: Path | None = None
     unit: str = field(init=False)
     data: dict | None = field(default=None, repr=False)
-    """The calibration file's content (default: read from path, or target's calibration file)."""
+    """The calibration file's content (default: read from path, or the configuration's calibration file)."""
+    configuration: Configuration = field(init=False)
     folds_transpose_into_producer: bool = field(init=False)
     """Vela folds a transpose into the write of the convolution in front of it (see eqsat.extract.cost)."""
 
     def __post_init__(self) -> None:
-        path = self.path or calibration_path(self.target)
+        self.configuration = self.target if isinstance(self.target, Configuration) else Configuration.of(self.target)
+        self.target = self.configuration.target
+        path = Path(self.path or calibration_path(self.configuration))
+        source = path.name if self.path or self.data is None else "the calibration data given"
         if self.data is None:
-            self.data = json.loads(Path(path).read_text())
+            self.data = json.loads(path.read_text())
         if self.data.get("format_version") != FORMAT_VERSION:
             raise ValueError(f"{path}: calibration format {self.data.get('format_version')}, expected {FORMAT_VERSION}")
-        if self.data["target"] != self.target:
-            raise ValueError(f"{path} calibrates {self.data['target']}, not {self.target}")
+        recorded = recorded_configuration(self.data) if "system_config" in self.data else Configuration.of(self.data["target"])
+        if recorded != self.configuration:
+            raise OtherConfigurationError(f"{source} calibrates {recorded.describe()}, not {self.configuration.describe()}")
         self.unit = f"estimated inference cycles (Vela {self.data['vela_version']} cycles_total calibration)"
         self._models = self.data["models"]
         self.folds_transpose_into_producer = bool(self.data.get("folds_transpose_into_producer", False))

@@ -7,6 +7,7 @@ import pytest
 
 import eqsat
 from eqsat.calibration.report import attribute, model_rows, node_of_layer
+from eqsat.configuration import Configuration
 from eqsat.extract import vela_cost
 from eqsat.extract.cost import priced
 from eqsat.extract.vela_cost import VelaCalibratedCost
@@ -73,20 +74,26 @@ def test_an_intermediate_pass_goes_with_the_named_layer_of_its_op_that_follows_i
     assert families["transpose/int8"][1] == 340 and families["unattributed"] == [0.0, 12.0]
 
 
-def write_row(runs, model, graph: Graph | None, calibration: str, cost_before: float = 5.0) -> None:
+def write_row(
+    runs, model, graph: Graph | None, calibration: str, cost_before: float = 5.0, configuration: Configuration | None = None, cycles_total: int = 100
+) -> None:
+    """A row as `eqsat bench` writes it (`bench._row_path`, `bench.configuration_name`); Vela's cycles are a fixture."""
+    configuration = configuration or Configuration.of(TARGET)
     report = {"cost_before": cost_before, "graph_before": graph.as_data() if graph else None}
-    row = {"model": model, "target": TARGET, "calibration": calibration, "reports": [report], "stock": {"cycles_total": 100, "layers": []}}
-    (runs / f"{model}__{TARGET}.json").write_text(json.dumps(row))
+    row = {"model": model, "target": configuration.target, "calibration": calibration, "reports": [report], "stock": {"cycles_total": cycles_total, "layers": []}}
+    if not configuration.is_default:
+        row["configuration"] = configuration.name
+    runs.mkdir(parents=True, exist_ok=True)
+    (runs / f"{model}__{configuration.name}.json").write_text(json.dumps(row))
 
 
 def test_rows_are_priced_again_from_their_graphs_whatever_calibration_measured_them(tmp_path):
     runs = tmp_path / "runs"
-    runs.mkdir()
     current = vela_cost.calibration_digest(TARGET)
     write_row(runs, "kept-graph", conv_graph(), "an older calibration")
     write_row(runs, "no-graph-current", None, current)
     write_row(runs, "no-graph-stale", None, "an older calibration")
-    rows, stale = model_rows([TARGET], tmp_path)
+    rows, stale = model_rows([Configuration.of(TARGET)], [tmp_path])
     by_model = {r["model"]: r for r in rows}
     assert stale == 1 and set(by_model) == {"kept-graph", "no-graph-current"}
     assert by_model["kept-graph"]["predicted"] == pytest.approx(priced(conv_graph(), VelaCalibratedCost(TARGET)))
@@ -102,6 +109,42 @@ def test_heldout_scores_measure_a_targets_heldout_shapes(tmp_path, monkeypatch):
 
     tables = [Sample("table", {"shape": shape, "dtype": "int8"}, split="heldout") for shape in ([1, 8, 8, 16], [1, 16, 16, 16], [1, 16, 32, 32])]
     monkeypatch.setattr(report, "grid", lambda target, split, scale: tables)
-    scores = report.heldout_scores("ethos-u85-256", tmp_path)
+    scores = report.heldout_scores(Configuration.of("ethos-u85-256"), tmp_path)
     assert scores["table/int8"]["n"] == 3
     assert (tmp_path / "ethos-u85-256" / "samples.jsonl").exists()
+
+
+def test_each_configuration_is_scored_on_its_own_rows_from_every_results_folder_with_its_own_file(tmp_path, other_calibration):
+    """The zoo is benchmarked apart per memory mode (`--out RESULTS/modes`): the report finds those rows, and prices
+    them with the configuration's calibration, never the default's."""
+    configuration, default = other_calibration, Configuration.of(TARGET)
+    results = tmp_path / "results"
+    write_row(results / "runs", "default-row", conv_graph(), "")
+    write_row(results / "modes" / "runs", "other-row", conv_graph(), "", configuration=configuration)
+    write_row(results / "modes" / "runs", "unreported", conv_graph(), "", configuration=Configuration.of(TARGET, memory_mode="Shared_Sram", system_config="Ethos_U55_Deep_Embedded"))
+    rows, stale = model_rows([default, configuration], [results])
+    by_model = {r["model"]: r for r in rows}
+    assert stale == 0 and set(by_model) == {"default-row", "other-row"}
+    assert by_model["other-row"]["configuration"] == configuration and by_model["default-row"]["configuration"] == default
+    own, theirs = priced(conv_graph(), VelaCalibratedCost(configuration)), priced(conv_graph(), VelaCalibratedCost(TARGET))
+    assert own > theirs  # its file's doubled coefficients
+    assert by_model["other-row"]["predicted"] == pytest.approx(own) and by_model["default-row"]["predicted"] == pytest.approx(theirs)
+    assert by_model["other-row"]["folder"] == results / "modes" / "runs"
+    assert model_rows([default], [results])[0] == [r for r in rows if r["configuration"] == default]
+
+
+def test_the_report_has_a_table_per_configuration_with_its_rows(tmp_path, other_calibration, monkeypatch):
+    from eqsat.calibration import report
+
+    monkeypatch.setattr(report, "grid", lambda target, split, scale: [])  # no held-out shapes: no Vela run
+    configuration = other_calibration
+    results = tmp_path / "results"
+    write_row(results / "runs", "default-row", conv_graph(), "")
+    write_row(results / "modes" / "runs", "other-row", conv_graph(), "", configuration=configuration, cycles_total=2000)
+    path = report.write_report([Configuration.of(TARGET), configuration], tmp_path / "report.md", [results], tmp_path / "work")
+    text = path.read_text()
+    default_section, other_section = text.split(f"### {TARGET}\n")[1], text.split(f"### {configuration.name}\n")[1]
+    assert "| default-row |" in default_section.split("###")[0] and "other-row" not in default_section.split("###")[0]
+    error = 100 * (priced(conv_graph(), VelaCalibratedCost(configuration)) - 2000) / 2000
+    assert "| other-row | " in other_section.split("###")[0] and f"| {error:+.1f}% |" in other_section.split("###")[0]
+    assert f"| {configuration.name} | {abs(error):.1f}% | {abs(error):.1f}% | {abs(error):.1f}% |" in text
