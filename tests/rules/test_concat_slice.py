@@ -433,14 +433,14 @@ def dense_concat_graphs(draw):
     dtype = draw(st.sampled_from([torch.int8, torch.int16]))
     axis = draw(st.integers(0, 1))
     g = GraphBuilder()
-    _, concats = dense_concats(g, draw(st.integers(1, 4)), dtype, axis)
+    _, concats = dense_concats(g, draw(st.integers(1, 5)), dtype, axis)  # 124 distinct graphs: enough for 100 cases
     outputs = [concats[-1]] + [g.call(aten.bitwise_not.default, c) for c in concats[:-1] if draw(st.booleans())]
     return g.output(*outputs)
 
 
-# measured: the law fires in 16 of 20 cases (80%); the share stated is 0.2 less
-@law_fires_in(0.6, "concat-extends-concat")
-@settings(max_examples=20, deadline=None, derandomize=True)
+# measured: the law fires in 56 of the 60 graphs of depth 1-4 (93%; the 4 it misses have depth 1); the share stated is 0.2 less
+@law_fires_in(0.73, "concat-extends-concat")
+@settings(max_examples=100, deadline=None, derandomize=True)
 @given(dense_concat_graphs())
 def test_concat_extends_concat_is_sound(graph_module):
     Saturated(graph_module, concat_slice).assert_every_extraction_agrees()
@@ -485,18 +485,34 @@ def box_slices(g: GraphBuilder, value, shape, draw):
 
 @st.composite
 def slices_of_concats(draw):
-    """concat of random inputs along a random axis, then random boxes of it (slice-of-concat laws)."""
+    """concat of 2-4 random inputs along a random axis, then two slices of it along the axis, each one input exactly
+    (slice-of-concat-exact), across an input boundary (-spanning) or anywhere (mostly -inside), some then cut to a
+    random box."""
     rank = draw(st.integers(1, 4))
     shape = draw(st.lists(st.integers(1, 3), min_size=rank, max_size=rank))
     axis = draw(st.integers(0, rank - 1))
     g = GraphBuilder()
-    inputs = []
-    for i in range(draw(st.integers(1, 4))):
+    inputs, bounds = [], [0]
+    for i in range(draw(st.integers(2, 4))):
         shape[axis] = draw(st.integers(1, 4))
         inputs.append(g.input(f"x{i}", tuple(shape)))
+        bounds.append(bounds[-1] + shape[axis])
     joined = g.call(cat, inputs, axis)
     joined_shape = tuple(joined.meta["val"].shape)
-    outputs = [box_slices(g, joined, joined_shape, draw)[0] for _ in range(draw(st.integers(1, 2)))]
+    outputs = []
+    for _ in range(2):
+        kind = draw(st.sampled_from(["exact", "spanning", "anywhere"]))
+        if kind == "exact":
+            i = draw(st.integers(0, len(inputs) - 1))
+            lo, hi = bounds[i], bounds[i + 1]
+        elif kind == "spanning":
+            boundary = draw(st.sampled_from(bounds[1:-1]))
+            lo, hi = draw(st.integers(0, boundary - 1)), draw(st.integers(boundary + 1, bounds[-1]))
+        else:
+            lo = draw(st.integers(0, bounds[-1] - 1))
+            hi = draw(st.integers(lo + 1, bounds[-1]))
+        value, value_shape = g.call(slice_copy, joined, axis, lo, hi), joined_shape[:axis] + (hi - lo,) + joined_shape[axis + 1 :]
+        outputs.append(box_slices(g, value, value_shape, draw)[0] if draw(st.booleans()) else value)
     return g.output(*outputs)
 
 
@@ -536,17 +552,17 @@ def concat_slice_chains(draw):
     return g.output(*outputs)
 
 
-# measured: the rarest of these laws fires in 12 of 30 cases; the share stated is 0.2 less, at least one case
-@law_fires_in(0.2, "slice-of-concat-inside", "slice-of-concat-exact", "slice-of-concat-spanning")
-@settings(max_examples=30, deadline=None, derandomize=True)
+# measured: the rarest of these laws (slice-of-concat-spanning) fires in 55 of 100 cases; the share stated is 0.2 less
+@law_fires_in(0.35, "slice-of-concat-inside", "slice-of-concat-exact", "slice-of-concat-spanning")
+@settings(max_examples=100, deadline=None, derandomize=True)
 @given(slices_of_concats())
 def test_slice_of_concat_laws_are_sound(graph_module):
     Saturated(graph_module, concat_slice).assert_every_extraction_agrees()
 
 
-# measured: the rarest of these laws fires in 9 of 40 cases; the share stated is 0.2 less, at least one case
+# measured: the rarest of these laws (concat-of-adjacent-slices) fires in 5 of 100 cases; stated: at least three
 @law_fires_in(0.03, "concat-flatten", "slice-of-concat-exact", "slice-of-concat-inside", "slice-of-concat-spanning", "concat-of-adjacent-slices")
-@settings(max_examples=40, deadline=None, derandomize=True)
+@settings(max_examples=100, deadline=None, derandomize=True)
 @given(concat_slice_chains())
 def test_concat_slice_laws_are_sound(graph_module):
     Saturated(graph_module, concat_slice).assert_every_extraction_agrees()

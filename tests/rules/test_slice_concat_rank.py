@@ -178,7 +178,7 @@ def rank_5_6_graphs(draw, dtype: torch.dtype):
     value = g.input("x", shape, dtype)
     for step in range(draw(st.integers(1, 4))):
         shape = tuple(value.meta["val"].shape)
-        kind = draw(st.sampled_from(["slice", "slice", "unary", "cat"]))
+        kind = draw(st.sampled_from(["slice", "slice", "unary", "cat", "cat"]))
         if kind == "slice":
             dim = draw(st.sampled_from([d for d, n in enumerate(shape) if n > 1] or [0]))
             begin = draw(st.integers(0, shape[dim] - 1))
@@ -191,10 +191,9 @@ def rank_5_6_graphs(draw, dtype: torch.dtype):
     return g.output(value)
 
 
-# measured: both slice laws fire in 14 of 20 cases, concat-merge-adjacent-dims in 9; the shares stated are 0.2 less
-@law_fires_in(0.5, "slice-merge-whole-inner-dim", "slice-merge-unit-outer-dim")
-@law_fires_in(0.25, "concat-merge-adjacent-dims")
-@settings(max_examples=20, deadline=None, derandomize=True)
+# measured: both slice laws and concat-merge-adjacent-dims fire in 45 of 100 cases; the shares stated are 0.2 less
+@law_fires_in(0.25, "slice-merge-whole-inner-dim", "slice-merge-unit-outer-dim", "concat-merge-adjacent-dims")
+@settings(max_examples=100, deadline=None, derandomize=True)
 @given(st.sampled_from([torch.int8, torch.int16]).flatmap(rank_5_6_graphs))
 def test_slice_concat_rank_lowering_is_sound(graph_module):
     Saturated(graph_module, slice_concat_rank, reshape, reshape_concat, concat_slice, slice_pushdown).assert_every_extraction_agrees()

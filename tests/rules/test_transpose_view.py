@@ -177,11 +177,11 @@ def view_chains(draw):
     return g.output(value)
 
 
-# measured: source-boundary fires in 16 of 20 cases, target-boundary in 16, peel in 2; stated: 0.2 less, at least one case
-@law_fires_in(0.6, "transpose-split-dim-at-source-boundary")
-@law_fires_in(0.6, "reshape-split-transposed-dim-at-target-boundary")
-@law_fires_in(0.05, "transpose-peel-leading-dim")
-@settings(max_examples=20, deadline=None, derandomize=True)
+# measured: source-boundary fires in 65 of 100 cases, target-boundary in 49, peel in 1; stated: 0.2 less, at least one case
+@law_fires_in(0.45, "transpose-split-dim-at-source-boundary")
+@law_fires_in(0.29, "reshape-split-transposed-dim-at-target-boundary")
+@law_fires_in(0.01, "transpose-peel-leading-dim")
+@settings(max_examples=100, deadline=None, derandomize=True)
 @given(view_chains())
 def test_transpose_view_laws_are_sound(graph_module):
     Saturated(graph_module, transpose_view, transpose_rank, transpose, reshape).assert_every_extraction_agrees()
