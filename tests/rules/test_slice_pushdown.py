@@ -155,26 +155,33 @@ def many_slices_after(draw, op: str):
     return g.output(*[g.call(slice_copy, moved, *random_box(rnd, shape)) for _ in range(12)])
 
 
-# measured: the law fires in 96 of 100 cases; the share stated is 0.2 less
-@law_fires_in(0.76, "slice-through-reshape")
+# measured: the law fires in 97 of 100 cases; the share stated is 0.2 less
+@law_fires_in(0.77, "slice-through-reshape")
 @settings(max_examples=100, deadline=None, derandomize=True)
 @given(many_slices_after("view"))
 def test_slice_through_reshape_is_sound(graph_module):
     Saturated(graph_module, slice_pushdown).assert_every_extraction_agrees()
 
 
-# measured: the rarest of these laws (slice-through-binary) fires in 7 of 100 cases; stated: at least four cases
-@law_fires_in(0.04, "slice-through-reshape", "slice-through-unary", "slice-through-binary")
+# binary first (drawn most often): a slice right after a binary op is slice-through-binary's match, 7 of 100 cases
+#   when binary came last. measured: the rarest of these laws (slice-through-binary) fires in 63 of 100 cases; the
+#   share stated is 0.2 less
+@law_fires_in(0.43, "slice-through-reshape", "slice-through-unary", "slice-through-binary")
 @settings(max_examples=100, deadline=None, derandomize=True)
-@given(data_movement_graphs(("view", "view", "permute", "unary", "binary"), slice_after_each=True))
+@given(data_movement_graphs(("binary", "view", "unary", "permute", "view"), slice_after_each=True))
 def test_slice_pushdown_laws_are_sound(graph_module):
     Saturated(graph_module, slice_pushdown).assert_every_extraction_agrees()
 
 
-# measured: the rarest of these laws (slice-through-binary, -transpose) fires in 22 of 100 cases; stated: at least ten
-@law_fires_in(0.1, "slice-through-unary", "slice-through-reshape", "slice-through-binary", "slice-through-transpose")
+# four laws, each the op before a slice: transposes and binary ops listed twice and first, and three to six steps.
+#   measured: the rarest of these laws (slice-through-reshape) fires in 53 of 100 cases; the share stated is 0.2 less
+@law_fires_in(0.33, "slice-through-unary", "slice-through-reshape", "slice-through-binary", "slice-through-transpose")
 @settings(max_examples=100, deadline=None, derandomize=True)
-@given(data_movement_graphs(("view", "view", "permute", "unary", "binary", "cat"), slice_after_each=True))
+@given(
+    data_movement_graphs(
+        ("permute", "binary", "view", "unary", "permute", "binary", "view", "cat"), slice_after_each=True, length=(3, 6)
+    )
+)
 def test_slice_pushdown_laws_are_sound_with_the_reshape_and_transpose_laws(graph_module):
     Saturated(graph_module, slice_pushdown, reshape, transpose).assert_every_extraction_agrees()
 

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from eqsat.ir import Term
 from eqsat.ops.nodes import TOSA
-from eqsat.rules import StopReason, enode_count
+from eqsat.rules import StopReason
 from eqsat.rules.transpose import transpose
 from tests.graphs import GraphBuilder, tosa_lowering, tosa_pad, tosa_table
 from tests.rules.harness import Saturated, law_fires_in, saturated_stress_graph
@@ -189,7 +189,7 @@ def test_transpose_hoist_stays_linear_on_hundreds_of_same_permutation_transposes
     assert s.result.iterations <= 8
     assert s.fired("transpose-hoist-from-concat") >= concats
     assert s.fired("transpose-through-concat") >= concats
-    assert enode_count(s.loaded.egraph) <= loaded_size + 20 * (300 + concats)
+    assert s.enode_count <= loaded_size + 20 * (300 + concats)
 
 
 def test_transpose_through_slice_fires_with_the_box_permuted():
@@ -289,8 +289,8 @@ def transpose_chains(draw):
     return g.output(value)
 
 
-# measured: the rarest of these laws (transpose-through-binary) fires in 43 of 100 cases; the share stated is 0.2 less
-@law_fires_in(0.23, "transpose-compose", "transpose-identity", "transpose-through-binary")
+# measured: the rarest of these laws (transpose-through-binary) fires in 55 of 100 cases; the share stated is 0.2 less
+@law_fires_in(0.35, "transpose-compose", "transpose-identity", "transpose-through-binary")
 @settings(max_examples=100, deadline=None, derandomize=True)
 @given(transpose_chains())
 def test_transpose_laws_are_sound(graph_module):

@@ -80,7 +80,7 @@ def test_transpose_rank_lowering_reads_a_few_lookup_rows_per_permutation():
     transposed back. Both laws fire on every transpose, and the only lookup they join is the 21 rows of
     index_below, whatever the graph: a round's work grows with the transposes. (The lowered forms themselves
     fill the soundness budget's e-node limit.)"""
-    s, _, _ = saturated_stress_graph("transpose", transpose_rank)
+    s, _, _ = saturated_stress_graph("transpose", transpose_rank, keep_egraph=True)
     assert s.fired("transpose-drop-unit-dim") >= 300 and s.fired("transpose-merge-adjacent-dims") >= 300
     (sizes,) = s.loaded.egraph._egraph.run_program(bindings.PrintSize(bindings.RustSpan("", 0, 0), None))
     rows = dict(sizes.sizes)
