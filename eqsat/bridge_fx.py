@@ -88,7 +88,8 @@ class Loaded:
     the FX node that each opaque or elementwise key was read from.
     """
 
-    egraph: EGraph
+    egraph: EGraph | None
+    """None once the e-graph was reset for another graph (eqsat.soundness.Saturated on the scratch e-graph)."""
     graph_module: fx.GraphModule
     nodes: list[fx.Node]
     terms: list[Term]

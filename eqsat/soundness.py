@@ -26,6 +26,8 @@ that a guard rejecting every generated case cannot pass unnoticed:
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import functools
 import hashlib
 from collections.abc import Callable
@@ -218,7 +220,16 @@ _case_logs: list[list[dict[str, int]]] = []
 
 
 class Saturated:
-    """A graph loaded into an e-graph and saturated with some rulesets (under BUDGET)."""
+    """A graph loaded into an e-graph and saturated with some rulesets (under BUDGET), the e-graph read into `view`.
+
+    The e-graph is `into` when given, and a fresh one when keep_egraph is set or some ruleset is not in the schedule's
+    compiled program (rules.runs_compiled); either stays as saturated in `loaded.egraph`. Otherwise it is the pass's
+    scratch e-graph (rules.scratch_egraph), which holds the compiled rules already: adding them to a fresh e-graph costs
+    egglog about 0.13 s of CPU, most of a property test's small example. egglog's push/pop resets it once `view` is
+    read, so each graph starts from an empty e-graph, and its e-class ids, rule matches (its own runs' reports) and
+    view are those of a fresh one (tests/test_soundness.py); `loaded.egraph` is then None. `enode_count` is the
+    saturated e-graph's rows (rules.enode_count), whichever e-graph it was.
+    """
 
     def __init__(
         self,
@@ -227,13 +238,20 @@ class Saturated:
         merge_duplicates: bool = False,
         budget: rules.Budget = BUDGET,
         into: EGraph | None = None,
+        keep_egraph: bool = False,
     ) -> None:
-        """into: an empty e-graph to load into (bridge_fx.to_egraph), such as the pass's rules.scratch_egraph()."""
+        """into: an empty e-graph to load into (bridge_fx.to_egraph), such as the pass's rules.scratch_egraph().
+        keep_egraph: load into a fresh e-graph and keep it, for tests that read the saturated e-graph itself."""
         self.graph_module = graph_module
-        self.loaded = bridge_fx.to_egraph(graph_module, merge_duplicates=merge_duplicates, into=into)
-        self.result = rules.saturate(self.loaded.egraph, budget, rewrites=tuple(rulesets))
+        reuse = into is None and not keep_egraph and bool(rulesets) and rules.runs_compiled(rulesets)
+        with rules.scratch_egraph() if reuse else contextlib.nullcontext(into) as egraph:
+            self.loaded = bridge_fx.to_egraph(graph_module, merge_duplicates=merge_duplicates, into=egraph)
+            self.result = rules.saturate(self.loaded.egraph, budget, rewrites=tuple(rulesets))
+            self.enode_count = rules.enode_count(self.loaded.egraph)
+            self.view = EGraphView.of(self.loaded.egraph, len(self.loaded.nodes))
+        if reuse and egraph is not None:
+            self.loaded = dataclasses.replace(self.loaded, egraph=None)
         self.result.rule_matches["merge-duplicates"] += self.loaded.merged_duplicates
-        self.view = EGraphView.of(self.loaded.egraph, len(self.loaded.nodes))
         for log in _case_logs:
             log.append(self.result.rule_matches)
 

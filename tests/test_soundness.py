@@ -12,6 +12,7 @@ from eqsat import bridge_fx
 from eqsat.ir import TensorType
 from eqsat.ops.nodes import TOSA
 from eqsat.rules._law import law
+from eqsat.rules.concat_slice import concat_slice
 from eqsat.rules.transpose import transpose
 from eqsat.soundness import LawDidNotFire, Saturated, Unsound, fired_share, law_fires_in, random_inputs
 from eqsat.terms import Tensor
@@ -65,6 +66,39 @@ def test_a_law_that_fires_in_every_case_meets_its_share():
 def test_a_law_that_fires_in_no_generated_case_fails_its_share():
     with pytest.raises(LawDidNotFire, match="transpose-forget-inner fired in 0% of 5 saturated cases"):
         law_fires_in(0.1, "transpose-forget-inner")(permuted_twice)()
+
+
+# ---------------------------------------------------------------- one scratch e-graph, reset from graph to graph
+
+
+def sliced_twice():
+    g = GraphBuilder()
+    once = g.call(torch.ops.aten.slice_copy.Tensor, g.input("y", (6, 5)), 0, 1, 5)
+    return g.output(g.call(torch.ops.aten.slice_copy.Tensor, once, 1, 2, 4))
+
+
+def test_each_graph_starts_from_an_empty_scratch_egraph(monkeypatch):
+    """Saturated loads graph after graph into the one scratch e-graph (rules.scratch_egraph), and each sees only its
+    own terms: the second graph's e-graph holds no term of the first (no Transpose), and it, its rule matches and
+    its row count are what a fresh e-graph gives."""
+    loaded_into = []
+    to_egraph = bridge_fx.to_egraph
+
+    def recording(graph_module, **options):
+        loaded_into.append(options.get("into"))
+        return to_egraph(graph_module, **options)
+
+    monkeypatch.setattr(bridge_fx, "to_egraph", recording)
+    first = Saturated(twice_permuted(), transpose, concat_slice)
+    second = Saturated(sliced_twice(), transpose, concat_slice)
+    fresh = Saturated(sliced_twice(), transpose, concat_slice, keep_egraph=True)
+    assert loaded_into[0] is not None and loaded_into[1] is loaded_into[0] and loaded_into[2] is None
+    assert first.loaded.egraph is None and second.loaded.egraph is None and fresh.loaded.egraph is not None
+    assert first.fired("transpose-compose") >= 1 and second.fired("slice-slice-rank2") >= 1
+    assert not [t for terms in second.view.candidates.values() for t in terms if t.op == "Transpose"]
+    assert second.view.candidates == fresh.view.candidates
+    assert second.result.rule_matches == fresh.result.rule_matches
+    assert second.enode_count == fresh.enode_count
 
 
 # ---------------------------------------------------------------- every e-node, REQUIREs, merged nodes, analysis, inputs

@@ -188,12 +188,18 @@ def scratch_egraph() -> Iterator[EGraph | None]:
             egraph.pop()
 
 
+def runs_compiled(rewrites: tuple[Ruleset, ...]) -> bool:
+    """Whether every one of rewrites is in the schedule's compiled program (program_rulesets), so that saturate
+    can run them on the scratch e-graph."""
+    known = {_program.ruleset_key(r) for r in program_rulesets()}
+    return all(_program.ruleset_key(r) in known for r in rewrites)
+
+
 def _runner(egraph: EGraph, rewrites: tuple[Ruleset, ...]) -> _program.Runner:
     """How saturate runs rulesets on egraph: as the cached program of the analysis and all
     rewrite rulesets (eqsat.rules._program), unless a ruleset is not one of them or egraph
     already has rulesets from egglog-python; then through egglog-python."""
-    known = {_program.ruleset_key(r) for r in program_rulesets()}
-    if not egraph._state.rulesets and all(_program.ruleset_key(r) in known for r in rewrites):
+    if not egraph._state.rulesets and runs_compiled(rewrites):
         program = _program.compiled(program_rulesets())
         if program is not None:
             return _program.CompiledRunner(egraph, program)

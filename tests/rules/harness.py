@@ -17,10 +17,10 @@ STRESS_COUNT = 300
 """How many same-parameter terms a stress graph has (eqsat.stress_graphs)."""
 
 
-def saturated_stress_graph(kind: str, rules: Ruleset) -> tuple[Saturated, int, int]:
-    """STRESS_COUNT same-parameter terms of kind feeding concats of 2..16 inputs, saturated with rules:
-    the saturated graph, how many concats it has, and how many e-nodes loading it made."""
+def saturated_stress_graph(kind: str, rules: Ruleset, keep_egraph: bool = False) -> tuple[Saturated, int, int]:
+    """STRESS_COUNT same-parameter terms of kind feeding concats of 2..16 inputs, saturated with rules (its e-graph
+    kept when keep_egraph): the saturated graph, how many concats it has, and how many e-nodes loading it made."""
     with tosa_lowering():
         graph_module = same_parameter_graph(kind, STRESS_COUNT)
     loaded_size = enode_count(bridge_fx.to_egraph(graph_module).egraph)
-    return Saturated(graph_module, rules), len(arity_groups(STRESS_COUNT)), loaded_size
+    return Saturated(graph_module, rules, keep_egraph=keep_egraph), len(arity_groups(STRESS_COUNT)), loaded_size

@@ -309,7 +309,7 @@ def test_concat_of_adjacent_slices_stays_linear_on_hundreds_of_adjacent_slices()
     assert s.result.stop_reason == StopReason.SATURATED
     assert s.result.iterations <= 3
     assert s.fired("concat-of-adjacent-slices") == concats
-    assert enode_count(s.loaded.egraph) <= loaded_size + 8 * 300 + 16 * concats
+    assert s.enode_count <= loaded_size + 8 * 300 + 16 * concats
 
 
 def test_concat_of_adjacent_slices_merges_every_run_one_run_at_a_time():
@@ -358,7 +358,7 @@ def test_concat_flatten_stays_linear_on_hundreds_of_nested_concats():
     assert s.result.stop_reason == StopReason.SATURATED
     assert s.result.iterations <= 10
     assert s.fired("concat-flatten") <= 300
-    assert enode_count(s.loaded.egraph) <= loaded_size + 48 * 300
+    assert s.enode_count <= loaded_size + 48 * 300
 
 
 # ---------------------------------------------------------------- concat-extends-concat
@@ -424,7 +424,7 @@ def test_concat_extends_concat_stays_linear_on_a_deep_dense_chain():
     assert s.result.stop_reason == StopReason.SATURATED
     assert s.result.iterations <= 8
     assert s.fired("concat-extends-concat") >= 23
-    assert enode_count(s.loaded.egraph) <= loaded_size + 48 * MAX_CONCAT_ARITY * len(concats)
+    assert s.enode_count <= loaded_size + 48 * MAX_CONCAT_ARITY * len(concats)
 
 
 @st.composite
@@ -433,14 +433,14 @@ def dense_concat_graphs(draw):
     dtype = draw(st.sampled_from([torch.int8, torch.int16]))
     axis = draw(st.integers(0, 1))
     g = GraphBuilder()
-    _, concats = dense_concats(g, draw(st.integers(1, 4)), dtype, axis)
+    _, concats = dense_concats(g, draw(st.integers(1, 5)), dtype, axis)  # 124 distinct graphs: enough for 100 cases
     outputs = [concats[-1]] + [g.call(aten.bitwise_not.default, c) for c in concats[:-1] if draw(st.booleans())]
     return g.output(*outputs)
 
 
-# measured: the law fires in 16 of 20 cases (80%); the share stated is 0.2 less
-@law_fires_in(0.6, "concat-extends-concat")
-@settings(max_examples=20, deadline=None, derandomize=True)
+# measured: the law fires in 96 of 100 cases (the graphs it misses have depth 1); the share stated is 0.2 less
+@law_fires_in(0.76, "concat-extends-concat")
+@settings(max_examples=100, deadline=None, derandomize=True)
 @given(dense_concat_graphs())
 def test_concat_extends_concat_is_sound(graph_module):
     Saturated(graph_module, concat_slice).assert_every_extraction_agrees()
@@ -483,44 +483,76 @@ def box_slices(g: GraphBuilder, value, shape, draw):
     return value, tuple(shape)
 
 
+def spanning(bounds: list[int], draw) -> tuple[int, int]:
+    """[lo, hi) along a concat's axis (its inputs start at bounds[:-1]) that starts in one input and ends in a later
+    one (slice-of-concat-spanning's guard)."""
+    boundary = draw(st.sampled_from(bounds[1:-1]))
+    return draw(st.integers(0, boundary - 1)), draw(st.integers(boundary + 1, bounds[-1]))
+
+
 @st.composite
 def slices_of_concats(draw):
-    """concat of random inputs along a random axis, then random boxes of it (slice-of-concat laws)."""
+    """concat of 2-4 random inputs along a random axis, then two slices of it along the axis, each one input exactly
+    (slice-of-concat-exact), across an input boundary (-spanning) or anywhere (mostly -inside), some then cut to a
+    random box."""
     rank = draw(st.integers(1, 4))
     shape = draw(st.lists(st.integers(1, 3), min_size=rank, max_size=rank))
     axis = draw(st.integers(0, rank - 1))
     g = GraphBuilder()
-    inputs = []
-    for i in range(draw(st.integers(1, 4))):
+    inputs, bounds = [], [0]
+    for i in range(draw(st.integers(2, 4))):
         shape[axis] = draw(st.integers(1, 4))
         inputs.append(g.input(f"x{i}", tuple(shape)))
+        bounds.append(bounds[-1] + shape[axis])
     joined = g.call(cat, inputs, axis)
     joined_shape = tuple(joined.meta["val"].shape)
-    outputs = [box_slices(g, joined, joined_shape, draw)[0] for _ in range(draw(st.integers(1, 2)))]
+    outputs = []
+    for _ in range(2):
+        kind = draw(st.sampled_from(["exact", "spanning", "anywhere"]))
+        if kind == "exact":
+            i = draw(st.integers(0, len(inputs) - 1))
+            lo, hi = bounds[i], bounds[i + 1]
+        elif kind == "spanning":
+            lo, hi = spanning(bounds, draw)
+        else:
+            lo = draw(st.integers(0, bounds[-1] - 1))
+            hi = draw(st.integers(lo + 1, bounds[-1]))
+        value, value_shape = g.call(slice_copy, joined, axis, lo, hi), joined_shape[:axis] + (hi - lo,) + joined_shape[axis + 1 :]
+        outputs.append(box_slices(g, value, value_shape, draw)[0] if draw(st.booleans()) else value)
     return g.output(*outputs)
 
 
 @st.composite
 def concat_slice_chains(draw):
-    """Chains of splits, concats (nested, reordered, with other inputs) and boxes, with random ranks and shapes."""
+    """Chains of splits, concats (nested, reordered, with other inputs) and boxes, with random ranks and shapes.
+
+    Steered toward the guards of the rarest laws: two to four steps, half of them splits, of a dim of two or more
+    elements when the chain has one (x has few unit dims), and a split keeps its pieces in order three times in four,
+    and all of them three times in four (a run of adjacent slices: concat-of-adjacent-slices); three chains in four
+    also output a slice across an input boundary of one of their concats (slice-of-concat-spanning). (Hypothesis
+    draws the first of a sampled_from most often, so the steered choice comes first.)"""
     rank = draw(st.integers(1, 4))
     g = GraphBuilder()
-    pool = [(g.input("x", tuple(draw(st.lists(st.integers(1, 4), min_size=rank, max_size=rank)))), None)]
-    pool = [(node, tuple(node.meta["val"].shape)) for node, _ in pool]
-    for step in range(draw(st.integers(1, 4))):
-        value, shape = draw(st.sampled_from(pool))
+    x = g.input("x", tuple(draw(st.lists(st.sampled_from([2, 3, 4, 1]), min_size=rank, max_size=rank))))
+    pool = [(x, tuple(x.meta["val"].shape))]
+    concats = []  # (concat, axis, where its inputs start and end along axis) for those of two or more inputs
+    for step in range(draw(st.integers(2, 4))):
+        kind = draw(st.sampled_from(["split", "split", "concat", "box"]))
+        value, shape = draw(st.sampled_from([(v, dims) for v, dims in pool if kind != "split" or max(dims) >= 2] or pool))
         axis = draw(st.integers(0, rank - 1))
-        kind = draw(st.sampled_from(["split", "concat", "box"]))
-        if kind == "split":
-            cuts = sorted(set(draw(st.lists(st.integers(1, max(1, shape[axis] - 1)), max_size=3))) - {shape[axis]})
+        if kind == "box":
+            result, _ = box_slices(g, value, shape, draw)
+        elif kind == "split":
+            wide = [dim for dim in range(rank) if shape[dim] >= 2]
+            axis = draw(st.sampled_from(wide)) if wide else axis
+            cuts = sorted(set(draw(st.lists(st.integers(1, max(1, shape[axis] - 1)), min_size=1, max_size=3))) - {shape[axis]})
             bounds = [0, *cuts, shape[axis]]
-            pieces = [g.call(slice_copy, value, axis, lo, hi) for lo, hi in zip(bounds, bounds[1:])]
-            if draw(st.booleans()):
-                pieces = draw(st.permutations(pieces))
-            if len(pieces) > 1 and draw(st.booleans()):
-                pieces.pop(draw(st.integers(0, len(pieces) - 1)))
-            result = g.call(cat, pieces, axis)
-        elif kind == "concat":
+            parts = [g.call(slice_copy, value, axis, lo, hi) for lo, hi in zip(bounds, bounds[1:])]
+            if draw(st.sampled_from(["in order"] * 3 + ["permuted"])) == "permuted":
+                parts = draw(st.permutations(parts))
+            if len(parts) > 1 and draw(st.sampled_from(["all"] * 3 + ["one dropped"])) == "one dropped":
+                parts.pop(draw(st.integers(0, len(parts) - 1)))
+        else:
             parts = [value]
             for i in range(draw(st.integers(0, 3))):
                 candidates = [node for node, other in pool if other[:axis] + other[axis + 1 :] == shape[:axis] + shape[axis + 1 :]]
@@ -528,25 +560,31 @@ def concat_slice_chains(draw):
                     extent = draw(st.integers(1, 3))
                     candidates.append(g.input(f"in{step}_{i}", shape[:axis] + (extent,) + shape[axis + 1 :]))
                 parts.insert(draw(st.integers(0, len(parts))), draw(st.sampled_from(candidates)))
+        if kind != "box":
             result = g.call(cat, parts, axis)
-        else:
-            result, _ = box_slices(g, value, shape, draw)
+            extents = [part.meta["val"].shape[axis] for part in parts]
+            if len(parts) > 1:
+                concats.append((result, axis, [sum(extents[:i]) for i in range(len(parts) + 1)]))
         pool.append((result, tuple(result.meta["val"].shape)))
     outputs = [pool[-1][0]] + [node for node, _ in pool[1:-1] if draw(st.booleans())]
+    if concats and draw(st.sampled_from(["spanning slice"] * 3 + ["none"])) == "spanning slice":
+        joined, axis, bounds = draw(st.sampled_from(concats))
+        outputs.append(g.call(slice_copy, joined, axis, *spanning(bounds, draw)))
     return g.output(*outputs)
 
 
-# measured: the rarest of these laws fires in 12 of 30 cases; the share stated is 0.2 less, at least one case
-@law_fires_in(0.2, "slice-of-concat-inside", "slice-of-concat-exact", "slice-of-concat-spanning")
-@settings(max_examples=30, deadline=None, derandomize=True)
+# measured: the rarest of these laws (slice-of-concat-spanning) fires in 55 of 100 cases; the share stated is 0.2 less
+@law_fires_in(0.35, "slice-of-concat-inside", "slice-of-concat-exact", "slice-of-concat-spanning")
+@settings(max_examples=100, deadline=None, derandomize=True)
 @given(slices_of_concats())
 def test_slice_of_concat_laws_are_sound(graph_module):
     Saturated(graph_module, concat_slice).assert_every_extraction_agrees()
 
 
-# measured: the rarest of these laws fires in 9 of 40 cases; the share stated is 0.2 less, at least one case
-@law_fires_in(0.03, "concat-flatten", "slice-of-concat-exact", "slice-of-concat-inside", "slice-of-concat-spanning", "concat-of-adjacent-slices")
-@settings(max_examples=40, deadline=None, derandomize=True)
+# measured: the rarest of these laws (concat-of-adjacent-slices) fires in 84 of 100 cases, slice-of-concat-spanning in
+#   87; the share stated is 0.2 less
+@law_fires_in(0.64, "concat-flatten", "slice-of-concat-exact", "slice-of-concat-inside", "slice-of-concat-spanning", "concat-of-adjacent-slices")
+@settings(max_examples=100, deadline=None, derandomize=True)
 @given(concat_slice_chains())
 def test_concat_slice_laws_are_sound(graph_module):
     Saturated(graph_module, concat_slice).assert_every_extraction_agrees()

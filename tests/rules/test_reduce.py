@@ -11,13 +11,13 @@ from hypothesis import strategies as st
 from eqsat import bridge_fx
 from eqsat.extract.greedy import extract_greedy
 from eqsat.ir import Term
-from eqsat.rules import StopReason, enode_count
+from eqsat.rules import StopReason
 from eqsat.rules.reduce import reduce
 from eqsat.rules.reshape import reshape
 from eqsat.rules.transpose import transpose
 from tests.graphs import GraphBuilder, tosa_lowering
 from eqsat.soundness import assert_bit_identical
-from tests.rules.harness import Saturated, saturated_stress_graph
+from tests.rules.harness import Saturated, law_fires_in, saturated_stress_graph
 
 aten = torch.ops.aten
 tosa = exir_ops.backend.tosa
@@ -127,7 +127,7 @@ def test_reduce_innermost_stays_linear_on_hundreds_of_same_parameter_reductions(
     assert s.result.stop_reason == StopReason.SATURATED
     assert s.result.iterations <= 3
     assert s.fired(LAW) == 300
-    assert enode_count(s.loaded.egraph) <= loaded_size + 12 * 300
+    assert s.enode_count <= loaded_size + 12 * 300
 
 
 def extraction_of_the_transposed_form(s: Saturated, innermost: int):
@@ -139,14 +139,17 @@ def extraction_of_the_transposed_form(s: Saturated, innermost: int):
     return bridge_fx.to_fx(s.loaded, extract_greedy(s.view.candidates, cost), s.view.class_of_node)
 
 
-@settings(max_examples=20, deadline=None)
-@given(data=st.data(), shape=st.lists(st.integers(1, 5), min_size=2, max_size=5).map(tuple), dtype=st.sampled_from([torch.int8, torch.int16, torch.int32]))
+# a dim is 1 one time in seven and the reduction a sum (which the law leaves alone) one time in five, so that most
+# cases meet the guard and some do not. measured: the law fires in 64 of 100 cases; the share stated is 0.2 less
+@law_fires_in(0.44, LAW)
+@settings(max_examples=100, deadline=None, derandomize=True)
+@given(data=st.data(), shape=st.lists(st.sampled_from([1] + [2, 3, 4] * 2), min_size=2, max_size=4).map(tuple), dtype=st.sampled_from([torch.int8, torch.int16, torch.int32]))
 def test_reduce_innermost_is_sound(data, shape, dtype):
     """Over int8/int16 full range (int32: the accumulator range of eqsat.soundness); for a max or min with the
     dims the guard needs, the law fired and the extraction that takes the transposed form agrees too."""
     g = GraphBuilder()
     x = g.call(aten.view_copy.default, g.input("x", shape, dtype), list(shape))  # an ATen view: new nodes are written as ATen
-    reduction = data.draw(st.sampled_from(sorted(REDUCTIONS)))
+    reduction = data.draw(st.sampled_from(["aten-amax", "aten-amin"] * 2 + ["aten-sum"]))
     innermost = len(shape) - 1
     reduced = REDUCTIONS[reduction](g, x, innermost)
     s = Saturated(g.output(g.call(aten.sub.Tensor, x, reduced)), reduce, transpose, reshape)

@@ -10,7 +10,7 @@ from executorch.exir.dialects._ops import ops as exir_ops
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from eqsat.rules import StopReason, enode_count
+from eqsat.rules import StopReason
 from eqsat.rules.rescale import rescale
 from tests.graphs import GraphBuilder, tosa_lowering
 from tests.rules import tosa_reference
@@ -94,7 +94,7 @@ def test_rescale_identity_does_not_fire_per_channel():
 
 
 # measured: the law fires in 66 of 100 cases; the share stated is 0.1 less
-@law_fires_in(0.55, "rescale-identity")
+@law_fires_in(0.56, "rescale-identity")
 @SOUNDNESS
 @given(
     shape=shapes,
@@ -224,8 +224,8 @@ def two_rescale_graphs(draw, per_channel_second: bool):
     return graph_module
 
 
-# measured: the law fires in 62 of 100 cases; the share stated is 0.1 less
-@law_fires_in(0.52, "rescale-rescale-exact")
+# measured: the law fires in 55 of 100 cases; the share stated is 0.1 less
+@law_fires_in(0.45, "rescale-rescale-exact")
 @SOUNDNESS
 @given(data=st.data())
 def test_rescale_rescale_exact_is_sound(data):
@@ -349,7 +349,7 @@ def test_concat_of_rescales_stays_linear_on_hundreds_of_same_parameter_rescales(
     assert s.result.stop_reason == StopReason.SATURATED
     assert s.result.iterations <= 3
     assert s.fired("concat-of-rescales") == concats
-    assert enode_count(s.loaded.egraph) <= loaded_size + 6 * (300 + concats)
+    assert s.enode_count <= loaded_size + 6 * (300 + concats)
 
 
 @st.composite
@@ -426,16 +426,16 @@ def test_data_movement_through_rescale_is_sound(data, shape, dtype):
         tosa_reference.assert_every_extraction_agrees(Saturated(g.output(*outputs), rescale))
 
 
-# measured: each of the first four laws fires in at least 93 of 100 cases, concat-of-rescales in 63 (a rank-1
-#   tensor has no axis but the channels); the shares stated are 0.1 less
+# measured: each of the first four laws fires in 100 of 100 cases, concat-of-rescales in 58 (a rank-1 tensor has no
+#   axis but the channels); the shares stated are 0.1 less
 @law_fires_in(
-    0.83,
+    0.9,
     "transpose-through-per-channel-rescale",
     "slice-through-per-channel-rescale",
     "slice-of-channels-through-per-channel-rescale",
     "reshape-through-per-channel-rescale",
 )
-@law_fires_in(0.53, "concat-of-rescales")
+@law_fires_in(0.48, "concat-of-rescales")
 @SOUNDNESS
 @given(data=st.data(), shape=st.lists(st.integers(1, 4), min_size=1, max_size=4).map(tuple), dtype=source_dtypes)
 def test_data_movement_through_per_channel_rescale_is_sound(data, shape, dtype):
@@ -487,8 +487,8 @@ def test_per_channel_rescale_identity_does_not_fire(reason, scales, in_zp, out_z
     assert s.class_of(r) != s.class_of(x)
 
 
-# measured: the law fires in 62 of 100 cases; the share stated is 0.1 less
-@law_fires_in(0.52, "per-channel-rescale-identity")
+# measured: the law fires in 76 of 100 cases; the share stated is 0.1 less
+@law_fires_in(0.66, "per-channel-rescale-identity")
 @SOUNDNESS
 @given(data=st.data(), shape=st.lists(st.integers(1, 4), min_size=1, max_size=3).map(tuple), zp=zero_points, other_zp=zero_points)
 def test_per_channel_rescale_identity_is_sound(data, shape, zp, other_zp):
@@ -543,8 +543,8 @@ def test_rescale_per_channel_rescale_exact_does_not_fire(reason, first_scale, se
     assert not any(t.op == "Rescale" and t.args == (s.class_of(x),) for t in s.terms_of(out))
 
 
-# measured: the law fires in 60 of 100 cases; the share stated is 0.1 less
-@law_fires_in(0.5, "rescale-per-channel-rescale-exact")
+# measured: the law fires in 59 of 100 cases; the share stated is 0.1 less
+@law_fires_in(0.49, "rescale-per-channel-rescale-exact")
 @SOUNDNESS
 @given(data=st.data())
 def test_rescale_per_channel_rescale_exact_is_sound(data):

@@ -168,22 +168,31 @@ def slice_boxes(draw, shape: tuple[int, ...]) -> tuple[int, int, int]:
 
 
 @st.composite
-def data_movement_graphs(draw, steps: tuple[str, ...], slice_after_each: bool = False):
-    """x -> a random chain of reshapes, transposes, slices, unary and binary ops and concats (ranks 1-5).
+def data_movement_graphs(draw, steps: tuple[str, ...], slice_after_each: bool = False, length: tuple[int, int] = (2, 5)):
+    """x -> a chain of `length` (two to five) reshapes, transposes, slices, unary and binary ops and concats (ranks
+    1-5), each step's kind drawn from steps (a kind listed twice is drawn more often; hypothesis draws the first
+    most often).
 
-    With slice_after_each, every step may be followed by a slice, so that slices meet every kind of op.
+    "view-back" is a reshape and a reshape back (reshape-reshape meets it, then reshape-identity), "permute-back" a
+    transpose and its inverse (transpose-compose, then transpose-identity).
+    With slice_after_each, a slice follows a step three times in four, so that slices meet every kind of op.
     """
     rank = draw(st.integers(1, 5))
     shape = tuple(draw(st.lists(st.integers(1, 4), min_size=rank, max_size=rank)))
     g = GraphBuilder()
     value = g.input("x", shape)
-    for step in range(draw(st.integers(1, 5))):
+    for step in range(draw(st.integers(*length))):
         shape = tuple(value.meta["val"].shape)
         kind = draw(st.sampled_from(steps))
         if kind == "view":
             value = g.call(view, value, draw(reshaped_shapes(shape)))
+        elif kind == "view-back":
+            value = g.call(view, g.call(view, value, draw(reshaped_shapes(shape))), list(shape))
         elif kind == "permute":
             value = g.call(permute, value, list(draw(st.permutations(range(len(shape))))))
+        elif kind == "permute-back":
+            perm = list(draw(st.permutations(range(len(shape)))))
+            value = g.call(permute, g.call(permute, value, perm), [perm.index(d) for d in range(len(shape))])
         elif kind == "slice":
             value = g.call(aten.slice_copy.Tensor, value, *draw(slice_boxes(shape)))
         elif kind == "unary":
@@ -194,24 +203,27 @@ def data_movement_graphs(draw, steps: tuple[str, ...], slice_after_each: bool = 
         elif kind == "cat":
             other = g.input(f"y{step}", shape) if draw(st.booleans()) else g.call(aten.bitwise_not.default, value)
             value = g.call(aten.cat.default, [value, other], draw(st.integers(0, len(shape) - 1)))
-        if slice_after_each and draw(st.booleans()):
+        if slice_after_each and draw(st.sampled_from(["slice"] * 3 + ["none"])) == "slice":
             value = g.call(aten.slice_copy.Tensor, value, *draw(slice_boxes(tuple(value.meta["val"].shape))))
     return g.output(value)
 
 
-# measured: @@
-@law_fires_in(0.05, "reshape-reshape", "reshape-identity")
+# "view-back" first (drawn most often): a reshape and its way back meet reshape-reshape and reshape-identity.
+#   measured: reshape-reshape fires in 68 of 100 cases, reshape-identity in 52; the share stated is 0.2 less
+@law_fires_in(0.32, "reshape-reshape", "reshape-identity")
 @settings(max_examples=100, deadline=None, derandomize=True)
-@given(data_movement_graphs(("view", "view", "view", "permute", "unary", "binary", "slice")), st.sampled_from(Dialect))
+@given(data_movement_graphs(("view-back", "view", "view", "permute", "unary", "binary", "slice")), st.sampled_from(Dialect))
 def test_reshape_laws_are_sound(graph_module, dialect):
     """In ATen (view_copy) and in TOSA (RESHAPE with a CONST_SHAPE operand)."""
     tosa_reference.assert_sound_in(dialect, graph_module, reshape)
 
 
-# measured: @@
-@law_fires_in(0.2, "reshape-reshape", "reshape-identity", "transpose-compose")
+# "permute-back" and "view-back" first: transpose-compose and the reshape laws meet them.
+#   measured: reshape-reshape and reshape-identity fire in 67 of 100 cases, transpose-compose in 59; the share stated
+#   is 0.2 less
+@law_fires_in(0.39, "reshape-reshape", "reshape-identity", "transpose-compose")
 @settings(max_examples=100, deadline=None, derandomize=True)
-@given(data_movement_graphs(("view", "permute", "unary", "binary", "cat", "slice")), st.sampled_from(Dialect))
+@given(data_movement_graphs(("permute-back", "view-back", "view", "permute", "unary", "binary", "cat", "slice")), st.sampled_from(Dialect))
 def test_reshape_laws_are_sound_with_the_transpose_laws(graph_module, dialect):
     tosa_reference.assert_sound_in(dialect, graph_module, reshape, transpose)
 
@@ -278,7 +290,7 @@ def test_reshape_through_table_does_not_fire_when_the_table_would_read_batched_m
     assert not terms(s, s.class_of(out), "Table")
 
 
-# measured: the law fires in 15 of 15 cases; the share stated is 0.2 less, at least one case
+# measured: the law fires in 100 of 100 cases; the share stated is 0.2 less
 @law_fires_in(0.8, "reshape-through-table")
 @settings(max_examples=100, deadline=None, derandomize=True)
 @given(data=st.data(), shape=st.lists(st.integers(1, 4), min_size=1, max_size=4).map(tuple))

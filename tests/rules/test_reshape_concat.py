@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from eqsat.ir import Term
-from eqsat.rules import StopReason, enode_count
+from eqsat.rules import StopReason
 from eqsat.rules.reshape import reshape
 from eqsat.rules.reshape_concat import reshape_concat
 from eqsat.rules.transpose import transpose
@@ -74,7 +74,7 @@ def test_reshape_through_concat_stays_linear_on_hundreds_of_same_shape_reshapes(
     assert s.result.stop_reason == StopReason.SATURATED
     assert s.result.iterations <= 4
     assert fired(s) == concats
-    assert enode_count(s.loaded.egraph) <= loaded_size + 10 * (300 + concats)
+    assert s.enode_count <= loaded_size + 10 * (300 + concats)
 
 
 def reshaped(dims: list[int], choice: int) -> list[int]:
@@ -88,10 +88,10 @@ def reshaped(dims: list[int], choice: int) -> list[int]:
     return list(dims)
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=100, deadline=None, derandomize=True)
 @given(
     data=st.data(),
-    base=st.lists(st.integers(1, 3), min_size=1, max_size=4),
+    base=st.lists(st.integers(1, 3), min_size=1, max_size=3),
     extents=st.lists(st.integers(1, 3), min_size=2, max_size=3),
     dtype=st.sampled_from([torch.int8, torch.int16, torch.int32]),
 )

@@ -171,30 +171,41 @@ def test_rank_6_slices_and_concats_saturate():
 
 @st.composite
 def rank_5_6_graphs(draw, dtype: torch.dtype):
-    """x (rank 5 or 6, often with unit dims) -> a chain of slices, unary ops and concats, over dtype."""
+    """x (rank 5 or 6, often with unit dims) -> a chain of two to four slices, unary ops and concats, over dtype, which
+    ends with a slice three times in four. Three times in four x is batched (a dim before the last three is 2-4: the
+    laws lower batched ops only, `is_batched`)."""
     rank = draw(st.integers(5, 6))
-    shape = tuple(draw(st.lists(st.sampled_from([1, 1, 2, 3, 4]), min_size=rank, max_size=rank)))
+    shape = draw(st.lists(st.sampled_from([1, 1, 2, 3, 4]), min_size=rank, max_size=rank))
+    if draw(st.sampled_from(["batched"] * 3 + ["as drawn"])) == "batched":
+        shape[draw(st.integers(0, rank - 4))] = draw(st.integers(2, 4))
     g = GraphBuilder()
-    value = g.input("x", shape, dtype)
-    for step in range(draw(st.integers(1, 4))):
+    value = g.input("x", tuple(shape), dtype)
+
+    def sliced(value):
         shape = tuple(value.meta["val"].shape)
-        kind = draw(st.sampled_from(["slice", "slice", "unary", "cat"]))
+        dim = draw(st.sampled_from([d for d, n in enumerate(shape) if n > 1] or [0]))
+        begin = draw(st.integers(0, shape[dim] - 1))
+        return g.call(slice_copy, value, dim, begin, draw(st.integers(begin + 1, shape[dim])))
+
+    for step in range(draw(st.integers(2, 4))):
+        kind = draw(st.sampled_from(["slice", "slice", "unary", "cat", "cat"]))
         if kind == "slice":
-            dim = draw(st.sampled_from([d for d, n in enumerate(shape) if n > 1] or [0]))
-            begin = draw(st.integers(0, shape[dim] - 1))
-            value = g.call(slice_copy, value, dim, begin, draw(st.integers(begin + 1, shape[dim])))
+            value = sliced(value)
         elif kind == "unary":
             value = g.call(neg, value)
         else:
+            shape = tuple(value.meta["val"].shape)
             other = g.input(f"y{step}", shape, dtype) if draw(st.booleans()) else g.call(aten.bitwise_not.default, value)
             value = g.call(cat, [value, other], draw(st.integers(0, len(shape) - 1)))
+    if draw(st.sampled_from(["slice"] * 3 + ["none"])) == "slice":
+        value = sliced(value)
     return g.output(value)
 
 
-# measured: both slice laws fire in 14 of 20 cases, concat-merge-adjacent-dims in 9; the shares stated are 0.2 less
-@law_fires_in(0.5, "slice-merge-whole-inner-dim", "slice-merge-unit-outer-dim")
-@law_fires_in(0.25, "concat-merge-adjacent-dims")
-@settings(max_examples=20, deadline=None, derandomize=True)
+# measured: the slice laws fire in 75 and 74 of 100 cases, concat-merge-adjacent-dims in 65; the share stated is 0.2
+#   less than the rarest's
+@law_fires_in(0.45, "slice-merge-whole-inner-dim", "slice-merge-unit-outer-dim", "concat-merge-adjacent-dims")
+@settings(max_examples=100, deadline=None, derandomize=True)
 @given(st.sampled_from([torch.int8, torch.int16]).flatmap(rank_5_6_graphs))
 def test_slice_concat_rank_lowering_is_sound(graph_module):
     Saturated(graph_module, slice_concat_rank, reshape, reshape_concat, concat_slice, slice_pushdown).assert_every_extraction_agrees()

@@ -155,26 +155,33 @@ def many_slices_after(draw, op: str):
     return g.output(*[g.call(slice_copy, moved, *random_box(rnd, shape)) for _ in range(12)])
 
 
-# measured: the law fires in 36 of 40 cases; the share stated is 0.2 less, at least one case
-@law_fires_in(0.7, "slice-through-reshape")
-@settings(max_examples=40, deadline=None, derandomize=True)
+# measured: the law fires in 97 of 100 cases; the share stated is 0.2 less
+@law_fires_in(0.77, "slice-through-reshape")
+@settings(max_examples=100, deadline=None, derandomize=True)
 @given(many_slices_after("view"))
 def test_slice_through_reshape_is_sound(graph_module):
     Saturated(graph_module, slice_pushdown).assert_every_extraction_agrees()
 
 
-# measured: the rarest of these laws fires in 10 of 40 cases; the share stated is 0.2 less, at least one case
-@law_fires_in(0.04, "slice-through-reshape", "slice-through-unary", "slice-through-binary")
-@settings(max_examples=40, deadline=None, derandomize=True)
-@given(data_movement_graphs(("view", "view", "permute", "unary", "binary"), slice_after_each=True))
+# binary first (drawn most often): a slice right after a binary op is slice-through-binary's match, 7 of 100 cases
+#   when binary came last. measured: the rarest of these laws (slice-through-binary) fires in 63 of 100 cases; the
+#   share stated is 0.2 less
+@law_fires_in(0.43, "slice-through-reshape", "slice-through-unary", "slice-through-binary")
+@settings(max_examples=100, deadline=None, derandomize=True)
+@given(data_movement_graphs(("binary", "view", "unary", "permute", "view"), slice_after_each=True))
 def test_slice_pushdown_laws_are_sound(graph_module):
     Saturated(graph_module, slice_pushdown).assert_every_extraction_agrees()
 
 
-# measured: the rarest of these laws fires in 1 of 10 cases; the share stated is 0.2 less, at least one case
-@law_fires_in(0.1, "slice-through-unary", "slice-through-reshape", "slice-through-binary", "slice-through-transpose")
-@settings(max_examples=10, deadline=None, derandomize=True)
-@given(data_movement_graphs(("view", "view", "permute", "unary", "binary", "cat"), slice_after_each=True))
+# four laws, each the op before a slice: transposes and binary ops listed twice and first, and three to six steps.
+#   measured: the rarest of these laws (slice-through-reshape) fires in 53 of 100 cases; the share stated is 0.2 less
+@law_fires_in(0.33, "slice-through-unary", "slice-through-reshape", "slice-through-binary", "slice-through-transpose")
+@settings(max_examples=100, deadline=None, derandomize=True)
+@given(
+    data_movement_graphs(
+        ("permute", "binary", "view", "unary", "permute", "binary", "view", "cat"), slice_after_each=True, length=(3, 6)
+    )
+)
 def test_slice_pushdown_laws_are_sound_with_the_reshape_and_transpose_laws(graph_module):
     Saturated(graph_module, slice_pushdown, reshape, transpose).assert_every_extraction_agrees()
 
@@ -250,9 +257,9 @@ def test_slice_through_table_does_not_fire_when_the_table_would_read_batched_mac
     assert not terms(s, s.class_of(cut), "Table")
 
 
-# measured: the rarest of these laws fires in 14 of 25 cases; the share stated is 0.2 less, at least one case
-@law_fires_in(0.36, "slice-inside-pad", "slice-through-table")
-@settings(max_examples=25, deadline=None, derandomize=True)
+# measured: the rarest of these laws (slice-inside-pad) fires in 54 of 100 cases; the share stated is 0.2 less
+@law_fires_in(0.34, "slice-inside-pad", "slice-through-table")
+@settings(max_examples=100, deadline=None, derandomize=True)
 @given(data=st.data(), shape=st.lists(st.integers(1, 4), min_size=1, max_size=4).map(tuple))
 def test_slice_through_pad_and_table_is_sound(data, shape):
     """Random boxes (inside the unpadded input or not) of a pad, and of a table, with the reshape and transpose laws."""

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from eqsat.ir import Term
 from eqsat.ops.nodes import TOSA
-from eqsat.rules import StopReason, enode_count
+from eqsat.rules import StopReason
 from eqsat.rules.transpose import transpose
 from tests.graphs import GraphBuilder, tosa_lowering, tosa_pad, tosa_table
 from tests.rules.harness import Saturated, law_fires_in, saturated_stress_graph
@@ -189,7 +189,7 @@ def test_transpose_hoist_stays_linear_on_hundreds_of_same_permutation_transposes
     assert s.result.iterations <= 8
     assert s.fired("transpose-hoist-from-concat") >= concats
     assert s.fired("transpose-through-concat") >= concats
-    assert enode_count(s.loaded.egraph) <= loaded_size + 20 * (300 + concats)
+    assert s.enode_count <= loaded_size + 20 * (300 + concats)
 
 
 def test_transpose_through_slice_fires_with_the_box_permuted():
@@ -229,9 +229,9 @@ def test_slice_through_transpose_does_not_fire_on_a_slice_of_another_op():
     assert terms(s, s.class_of(cut), "Transpose") == []
 
 
-# measured: the law fires in 20 of 20 cases; the share stated is 0.2 less, at least one case
+# measured: the law fires in 100 of 100 cases; the share stated is 0.2 less
 @law_fires_in(0.8, "slice-through-transpose")
-@settings(max_examples=20, deadline=None, derandomize=True)
+@settings(max_examples=100, deadline=None, derandomize=True)
 @given(many_slices_after("permute"))
 def test_slice_through_transpose_is_sound(graph_module):
     Saturated(graph_module, transpose).assert_every_extraction_agrees()
@@ -269,7 +269,7 @@ def transpose_chains(draw):
     for step in range(draw(st.integers(1, 4))):
         perm = list(draw(st.sampled_from(perms)))
         value = g.call(permute, value, perm)
-        kind = draw(st.sampled_from(["unary", "binary", "scalar", "concat", "slice", "none"]))
+        kind = draw(st.sampled_from(["unary", "binary", "binary", "scalar", "concat", "slice", "none"]))
         if kind == "unary":
             value = g.call(draw(st.sampled_from([aten.neg.default, aten.bitwise_not.default, aten.abs.default])), value)
         elif kind == "binary":
@@ -289,9 +289,9 @@ def transpose_chains(draw):
     return g.output(value)
 
 
-# measured: the rarest of these laws fires in 11 of 25 cases; the share stated is 0.2 less, at least one case
-@law_fires_in(0.24, "transpose-compose", "transpose-identity", "transpose-through-binary")
-@settings(max_examples=25, deadline=None, derandomize=True)
+# measured: the rarest of these laws (transpose-through-binary) fires in 55 of 100 cases; the share stated is 0.2 less
+@law_fires_in(0.35, "transpose-compose", "transpose-identity", "transpose-through-binary")
+@settings(max_examples=100, deadline=None, derandomize=True)
 @given(transpose_chains())
 def test_transpose_laws_are_sound(graph_module):
     Saturated(graph_module, transpose).assert_every_extraction_agrees()
@@ -322,9 +322,9 @@ def test_transpose_through_reduce_does_not_fire_on_a_reduction_that_drops_the_di
     assert not any(name.startswith("transpose-through-reduce") for name in s.result.rule_matches)
 
 
-# measured: the law fires in 15 of 15 cases; the share stated is 0.2 less, at least one case
+# measured: the law fires in 100 of 100 cases; the share stated is 0.2 less
 @law_fires_in(0.8, "transpose-through-reduce")
-@settings(max_examples=15, deadline=None, derandomize=True)
+@settings(max_examples=100, deadline=None, derandomize=True)
 @given(data=st.data(), shape=st.lists(st.integers(1, 4), min_size=1, max_size=4).map(tuple))
 def test_transpose_through_reduce_is_sound(data, shape):
     g = GraphBuilder()
@@ -420,9 +420,9 @@ def test_transpose_through_table_does_not_fire_when_the_table_would_read_batched
     assert "Table" not in [term.op for term in s.terms_of(back)]
 
 
-# measured: the rarest of these laws fires in 13 of 20 cases; the share stated is 0.2 less, at least one case
-@law_fires_in(0.45, "transpose-through-pad", "transpose-through-table")
-@settings(max_examples=20, deadline=None, derandomize=True)
+# measured: the rarest of these laws fires in 66 of 100 cases; the share stated is 0.2 less
+@law_fires_in(0.46, "transpose-through-pad", "transpose-through-table")
+@settings(max_examples=100, deadline=None, derandomize=True)
 @given(data=st.data(), shape=st.lists(st.integers(1, 3), min_size=1, max_size=4).map(tuple))
 def test_transpose_through_pad_and_table_is_sound(data, shape):
     """transpose(pad(x)) and transpose(table(x)), and chains of them, on random shapes, paddings and permutations (TOSA reference)."""
@@ -443,9 +443,9 @@ def test_transpose_through_pad_and_table_is_sound(data, shape):
         tosa_reference.assert_every_extraction_agrees(s)
 
 
-# measured: the law fires in 10 of 10 cases; the share stated is 0.2 less, at least one case
+# measured: the law fires in 100 of 100 cases; the share stated is 0.2 less
 @law_fires_in(0.8, "transpose-through-pad")
-@settings(max_examples=10, deadline=None, derandomize=True)
+@settings(max_examples=100, deadline=None, derandomize=True)
 @given(data=st.data(), shape=st.lists(st.integers(1, 3), min_size=1, max_size=4).map(tuple))
 def test_transpose_through_aten_constant_pad_nd_is_sound(data, shape):
     """The aten form (pairs from the last dim backwards, possibly fewer than rank) reads and writes back as the same Pad."""

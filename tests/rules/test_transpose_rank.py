@@ -5,6 +5,7 @@ from __future__ import annotations
 import torch
 from egglog import bindings
 from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from eqsat.ir import Term
 from eqsat.rules.reshape import reshape
@@ -12,7 +13,7 @@ from eqsat.rules.transpose import transpose
 from eqsat.rules.transpose_rank import transpose_rank
 from tests.graphs import GraphBuilder
 from tests.rules.harness import Saturated, law_fires_in, saturated_stress_graph
-from tests.rules.test_reshape import data_movement_graphs, terms
+from tests.rules.test_reshape import terms
 
 aten = torch.ops.aten
 view, permute = aten.view_copy.default, aten.permute_copy.default
@@ -79,26 +80,49 @@ def test_transpose_rank_lowering_reads_a_few_lookup_rows_per_permutation():
     transposed back. Both laws fire on every transpose, and the only lookup they join is the 21 rows of
     index_below, whatever the graph: a round's work grows with the transposes. (The lowered forms themselves
     fill the soundness budget's e-node limit.)"""
-    s, _, _ = saturated_stress_graph("transpose", transpose_rank)
+    s, _, _ = saturated_stress_graph("transpose", transpose_rank, keep_egraph=True)
     assert s.fired("transpose-drop-unit-dim") >= 300 and s.fired("transpose-merge-adjacent-dims") >= 300
     (sizes,) = s.loaded.egraph._egraph.run_program(bindings.PrintSize(bindings.RustSpan("", 0, 0), None))
     rows = dict(sizes.sizes)
     assert rows["index_below"] == 21
 
 
-# measured: drop-unit-dim fires in 7 of 20 cases, merge-adjacent-dims in 2; the shares stated are 0.2 less, at least one case
-@law_fires_in(0.15, "transpose-drop-unit-dim")
-@law_fires_in(0.05, "transpose-merge-adjacent-dims")
-@settings(max_examples=20, deadline=None, derandomize=True)
-@given(data_movement_graphs(("permute", "permute", "view", "unary")))
+@st.composite
+def permutations_keeping_a_pair(draw, rank: int):
+    """A permutation of range(rank) that, four times in five (rank 3 or more), keeps two adjacent dims together and
+    in order (transpose-merge-adjacent-dims' guard); else any permutation."""
+    if rank < 3 or not draw(st.integers(0, 4)):
+        return list(draw(st.permutations(range(rank))))
+    j = draw(st.integers(0, rank - 2))
+    merged = draw(st.permutations(range(rank - 1)))  # dim j stands for the pair j, j + 1
+    return [d for m in merged for d in ([j, j + 1] if m == j else [m + (m > j)])]
+
+
+@st.composite
+def transposes_near_the_guards(draw):
+    """x (rank 2-5, each dim 1 one time in three: transpose-drop-unit-dim's guard) -> one or two transposes, each
+    followed by a unary op, whose permutations mostly keep an adjacent pair (permutations_keeping_a_pair)."""
+    rank = draw(st.integers(2, 5))
+    g = GraphBuilder()
+    value = g.input("x", tuple(draw(st.lists(st.sampled_from([1, 2, 3]), min_size=rank, max_size=rank))))
+    for _ in range(draw(st.integers(1, 2))):
+        value = g.call(aten.neg.default, g.call(permute, value, draw(permutations_keeping_a_pair(rank))))
+    return g.output(value)
+
+
+# measured: drop-unit-dim fires in 53 of 100 cases, merge-adjacent-dims in 78; the shares stated are 0.2 less
+@law_fires_in(0.33, "transpose-drop-unit-dim")
+@law_fires_in(0.58, "transpose-merge-adjacent-dims")
+@settings(max_examples=100, deadline=None, derandomize=True)
+@given(transposes_near_the_guards())
 def test_transpose_rank_lowering_is_sound(graph_module):
     Saturated(graph_module, transpose_rank, reshape).assert_every_extraction_agrees()
 
 
-# measured: drop-unit-dim fires in 2 of 10 cases, merge-adjacent-dims in 1; stated: at least one case each
-@law_fires_in(0.1, "transpose-drop-unit-dim")
-@law_fires_in(0.1, "transpose-merge-adjacent-dims")
-@settings(max_examples=10, deadline=None, derandomize=True)
-@given(data_movement_graphs(("view", "permute", "unary", "binary", "cat", "slice")))
+# measured: drop-unit-dim fires in 65 of 100 cases, merge-adjacent-dims in 64; the shares stated are 0.2 less
+@law_fires_in(0.45, "transpose-drop-unit-dim")
+@law_fires_in(0.44, "transpose-merge-adjacent-dims")
+@settings(max_examples=100, deadline=None, derandomize=True)
+@given(transposes_near_the_guards())
 def test_transpose_rank_lowering_is_sound_with_the_transpose_laws(graph_module):
     Saturated(graph_module, transpose_rank, reshape, transpose).assert_every_extraction_agrees()

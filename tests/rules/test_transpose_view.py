@@ -7,7 +7,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from eqsat.rules import StopReason, enode_count
+from eqsat.rules import StopReason
 from eqsat.rules.reshape import reshape
 from eqsat.rules.transpose import transpose
 from eqsat.rules.transpose_rank import transpose_rank
@@ -137,7 +137,7 @@ def test_patch_unfolds_of_the_same_shape_grow_the_egraph_one_chain_at_a_time():
         outputs = [patch_unfold(g, g.input(f"x{i}", (1, 4, 4, 8)), channels=8, size=4) for i in range(count)]
         s = Saturated(g.output(*outputs), transpose_view, transpose_rank, transpose, reshape)
         assert s.result.stop_reason == StopReason.SATURATED
-        sizes[count] = (s.result.iterations, enode_count(s.loaded.egraph))
+        sizes[count] = (s.result.iterations, s.enode_count)
     assert sizes[12][0] == sizes[1][0]
     assert sizes[12][1] <= 12 * sizes[1][1]
 
@@ -161,27 +161,41 @@ def test_window_boundaries_are_found_once_per_pair_of_shapes_not_once_per_window
 
 
 @st.composite
+def peelable_permutations(draw, rank: int) -> list[int]:
+    """A permutation of rank >= 5 dims that transpose-peel-leading-dim peels: the innermost axis in place, a dim other
+    than 0 first, and the dims after it not in order (else the permutation is its own first factor)."""
+    lead = draw(st.integers(1, rank - 2))
+    rest = list(draw(st.permutations([d for d in range(rank - 1) if d != lead])))
+    if rest == sorted(rest):
+        rest.reverse()
+    return [lead, *rest, rank - 1]
+
+
+@st.composite
 def view_chains(draw):
     """x (int8 or int16, rank 2-5) -> transpose, reshape, transpose (and maybe reshape, transpose again): the reshapes
-    merge, split or refactor dims, so that their boundaries fall inside the transposes' dims."""
+    merge, split or refactor dims, so that their boundaries fall inside the transposes' dims. x has rank 5 two times
+    in five, and a transpose of rank 5 or more is one that transpose-peel-leading-dim peels three times in four."""
     dtype = draw(st.sampled_from([torch.int8, torch.int16]))
-    rank = draw(st.integers(2, 5))
+    rank = draw(st.sampled_from([5, 5, 2, 3, 4]))
     g = GraphBuilder()
     value = g.input("x", tuple(draw(st.lists(st.sampled_from([1, 2, 3, 4, 6]), min_size=rank, max_size=rank))), dtype)
     for step in range(draw(st.sampled_from([3, 5]))):
         shape = tuple(value.meta["val"].shape)
         if step % 2:
             value = g.call(view, value, draw(reshaped_shapes(shape, ("merge", "split", "any"))))
+        elif len(shape) >= 5 and draw(st.sampled_from(["peelable"] * 3 + ["any"])) == "peelable":
+            value = g.call(permute, value, draw(peelable_permutations(len(shape))))
         else:
             value = g.call(permute, value, list(draw(st.permutations(range(len(shape))))))
     return g.output(value)
 
 
-# measured: source-boundary fires in 16 of 20 cases, target-boundary in 16, peel in 2; stated: 0.2 less, at least one case
-@law_fires_in(0.6, "transpose-split-dim-at-source-boundary")
-@law_fires_in(0.6, "reshape-split-transposed-dim-at-target-boundary")
-@law_fires_in(0.05, "transpose-peel-leading-dim")
-@settings(max_examples=20, deadline=None, derandomize=True)
+# measured: source-boundary fires in 88 of 100 cases, target-boundary in 85, peel in 63; the shares stated are 0.2 less
+@law_fires_in(0.68, "transpose-split-dim-at-source-boundary")
+@law_fires_in(0.65, "reshape-split-transposed-dim-at-target-boundary")
+@law_fires_in(0.43, "transpose-peel-leading-dim")
+@settings(max_examples=100, deadline=None, derandomize=True)
 @given(view_chains())
 def test_transpose_view_laws_are_sound(graph_module):
     Saturated(graph_module, transpose_view, transpose_rank, transpose, reshape).assert_every_extraction_agrees()
