@@ -59,6 +59,8 @@ FORMS = {
     # Ethos-U85: native passes whose cost follows brick-aligned reads and writes, and the elements of passes
     # that swap H and W, at half throughput (vela_cost.U85_HALF_THROUGHPUT).
     "u85:transpose": ("one", "passes", "moved", "moved_hw", "padded_in", "padded_out", "rows_in", "rows_out"),
+    # Ethos-U85 with 2 or 4 cores (vela_cost.u85_transposes_by_blocks): brick-aligned reads and writes only.
+    "u85_multicore:transpose": ("one", "passes", "moved", "padded_in", "padded_out", "rows_in", "rows_out"),
     "concat": ("inputs", "elements", "rows"),
     # a whole-tensor MemoryCopy: its rows, the 16-byte bricks it writes, and its height
     "copy": ("one", "elements", "rows", "bricks", "height"),
@@ -116,17 +118,26 @@ ACCESS_SEEDS = {"u85:transpose": 1.2}
 not 2: a transpose pass bound by its larger channel costs at most 32 / 20.48 = 1.56 times the bytes-over-bandwidth piece."""
 
 
+def _form_key(family: str, target: str) -> str:
+    """'<generation>:<kind>', the key of a family's forms on target (FORMS, ACCESS_FORMS, ACCESS_SEEDS)."""
+    kind = family.split("/", 1)[0]
+    generation = vela_cost.target_family(target)
+    if kind == "transpose" and generation == "u85" and not vela_cost.u85_transposes_by_blocks(target):
+        generation = "u85_multicore"
+    return f"{generation}:{kind}"
+
+
 def form_of(family: str, target: str) -> tuple[str, ...]:
     """The features a family's NPU model is fitted on (per target generation where they differ)."""
     kind = family.split("/", 1)[0]
-    return FORMS.get(f"{vela_cost.target_family(target)}:{kind}", FORMS.get(kind, DEFAULT_FORM))
+    return FORMS.get(_form_key(family, target), FORMS.get(kind, DEFAULT_FORM))
 
 
 def access_forms_of(family: str, target: str) -> list[tuple[str, ...]]:
     """The features of each linear piece of a family's memory-access model (it predicts their maximum)."""
     kind = family.split("/", 1)[0]
-    if f"{vela_cost.target_family(target)}:{kind}" in ACCESS_FORMS:
-        return list(ACCESS_FORMS[f"{vela_cost.target_family(target)}:{kind}"])
+    if _form_key(family, target) in ACCESS_FORMS:
+        return list(ACCESS_FORMS[_form_key(family, target)])
     form = form_of(family, target)
     first = form + tuple(f for f in ACCESS_FEATURES.get(kind, ()) if f not in form)
     return [first, *ACCESS_PIECES.get(kind, ())]
@@ -519,7 +530,7 @@ def fit(records: list[dict], target: str, kept: dict[str, dict] | None = None) -
             per_memory = {memory: _single_pass(found[family]) for memory, found in by_memory.items() if family in found}
             if "flash" in per_memory:
                 per_memory["flash"] = binding(per_memory["flash"], npu)
-            seed = ACCESS_SEEDS.get(f"{vela_cost.target_family(target)}:{family.split('/', 1)[0]}", 2.0)
+            seed = ACCESS_SEEDS.get(_form_key(family, target), 2.0)
             models[family]["access"] = fit_access(_single_pass(access[family]), per_memory, access_forms_of(family, target), weighted, seed)
     for family, obs in sorted(_by_family(records, target, "total").items()):
         if family.startswith("context/"):

@@ -514,6 +514,16 @@ def u85_macs(target: str) -> int:
     return int(target.rsplit("-", 1)[1])
 
 
+def u85_transposes_by_blocks(target: str) -> bool:
+    """Whether target's transposes are fitted on the bytes regor charges per OFM block (`u85_transpose_access`):
+    an Ethos-U85 with one core. The block count followed is one core's; how regor shares blocks among the 2 or
+    4 cores of Ethos-U85-512 and larger is not followed. Fitted on it, ethos-u85-512/1024/2048 priced held-out
+    int8 transposes closer to Vela (MAPE 76.5/108.7/130.7% -> 15.9/21.9/25.5%) but led eqsat to graphs Vela runs
+    slower (tds-conv1d +0.4/+2.4/+3.4%, attention-permute +7.3/+12.7/+8.1% over the graphs found without it), so
+    those targets keep the fit on brick-aligned reads and writes."""
+    return target.startswith("ethos-u85") and U85_CORES[u85_macs(target)] == 1
+
+
 def _transpose_config(x: TensorType | None, out: TensorType | None, perm: tuple[int, ...], target: str) -> OpConfig:
     family = target_family(target)
     if x is None:
