@@ -6,9 +6,8 @@ configuration (eqsat.configuration). Each says:
 - the Vela version its calibration was fitted on;
 - its measured error on the zoo: the mean and worst absolute error of the stock graph's estimate against
   Vela's `cycles_total`, read from the summary table of `eqsat calibrate --report`, which scores every calibrated
-  configuration on the rows benchmarked on it (<results>/calibration_report.md; a report in <results>/<folder>/,
-  of an older `eqsat calibrate --report --results <results>/<folder>`, fills in what the top one lacks), where
-  that report scored the same configuration with the same Vela version; "not measured" otherwise.
+  configuration on the rows benchmarked on it (<results>/calibration_report.md), where that report scored the
+  same configuration with the same Vela version; "not measured" otherwise.
 """
 
 from __future__ import annotations
@@ -81,9 +80,7 @@ def rows(results: Path = Path("benchmarks/results")) -> list[TargetRow]:
     """What eqsat knows of each target's default configuration and of each calibrated configuration."""
     configurations = [Configuration.of(t) for t in ACCELERATORS]
     configurations += [c for c in vela_cost.calibrated_configurations() if c not in configurations]
-    errors = {}
-    for report in sorted(results.glob(f"*/{REPORT}")) + [results / REPORT]:  # the top-level report wins
-        errors |= zoo_errors(report)
+    errors = zoo_errors(results / REPORT)
     found = []
     for configuration in configurations:
         try:

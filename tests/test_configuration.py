@@ -290,15 +290,6 @@ def test_eqsat_targets_lists_every_target_how_it_is_priced_and_its_measured_erro
     assert listed["ethos-u65-256"]["memory_mode"] == "Dedicated_Sram_384KB" and listed["ethos-u65-256"]["zoo_error"] == targets.NOT_MEASURED
 
 
-def test_eqsat_targets_reads_the_error_of_a_target_scored_in_another_results_folder(tmp_path, capsys):
-    """Targets benchmarked apart (`python -m benchmarks --out RESULTS/targets`) have their report there."""
-    (tmp_path / "targets").mkdir()
-    (tmp_path / "targets" / "calibration_report.md").write_text(REPORT)
-    assert cli.main(["targets", "--results", str(tmp_path), "--json"]) == 0
-    listed = {row["name"]: row for row in json.loads(capsys.readouterr().out)}
-    assert listed["ethos-u55-128"]["zoo_error"].startswith("1.5% mean, 2.5% worst (3 models")
-
-
 def test_eqsat_targets_lists_a_calibrated_non_default_configuration(tmp_path, monkeypatch):
     configuration = Configuration.of("ethos-u85-256", **DRAM)
     data = json.loads(vela_cost.calibration_path("ethos-u85-256").read_text()) | configuration.as_data()
