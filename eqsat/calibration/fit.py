@@ -100,8 +100,8 @@ ACCESS_PIECES = {
     # A transpose pass that writes less than a 16-byte brick per position has access cycles that grow with its
     # output plane times the plane's longer side: on Ethos-U85 (3, 9216) -> (9216, 3) costs 3110400 access
     # cycles (0.0366 per unit of that feature) and (3, 96, 96) -> (96, 96, 3) 43200 (0.0488), while their NPU
-    # cycles are about 74000 each. Ethos-U85's transposes now follow the bytes regor charges (ACCESS_FORMS);
-    # the Ethos-U55 fit keeps this piece, and the slice copies that Ethos-U85 writes transposed.
+    # cycles are about 74000 each. Single-core Ethos-U85 transposes follow the bytes regor charges instead
+    # (ACCESS_FORMS); Ethos-U55, multi-core Ethos-U85 and the slice copies Ethos-U85 writes transposed keep it.
     "transpose": (("narrow_hw_max",),),
     "slice_transpose": (("narrow_hw_max",),),
 }

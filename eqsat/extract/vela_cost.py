@@ -474,8 +474,8 @@ def u85_block(shape3: tuple[int, int, int], dtype_bytes: int, macs: int) -> tupl
         w, h = width, area / width
     if h > height:
         h, w = height, min(width, area / height)
-    fitted_h = max(granule_h, int(min(height, int(h))) // granule_h * granule_h)
-    fitted_w = max(granule_w, int(min(width, int(w))) // granule_w * granule_w)
+    fitted_h = max(granule_h, min(height, int(h)) // granule_h * granule_h)
+    fitted_w = max(granule_w, min(width, int(w)) // granule_w * granule_w)
     return fitted_h, fitted_w, block_depth
 
 
@@ -553,7 +553,7 @@ def _transpose_config(x: TensorType | None, out: TensorType | None, perm: tuple[
                 "narrow_hw_max": float(out3[0] * out3[1] * max(out3[0], out3[1])) if out3[2] * _bytes(x) < 16 else 0.0,
             }
         )
-        if family == "u85":
+        if u85_transposes_by_blocks(target):
             passes[-1]["moved_hw"] = n if perm3 in U85_HALF_THROUGHPUT else 0.0
             reads, writes = u85_transpose_access(shape3, perm3, _bytes(x), u85_macs(target))
             passes[-1].update(block_reads=reads, block_writes=writes, block_channel=max(reads, writes))
