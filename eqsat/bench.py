@@ -264,9 +264,15 @@ def _rules_fired(row: dict) -> str:
     return ", ".join(f"{law} ×{count}" for law, count in sorted(fired.items())) or "none"
 
 
-def _time_share(row: dict) -> str:
+def time_share(row: dict) -> float | None:
+    """eqsat's share of the row's lowering time, in percent (None when the lowering took no measurable time)."""
     lowering = row["optimized"]["lowering_seconds"]
-    return f"{100 * row['eqsat_seconds'] / lowering:.1f}%" if lowering else "n/a"
+    return 100 * row["eqsat_seconds"] / lowering if lowering else None
+
+
+def _time_share(row: dict) -> str:
+    share = time_share(row)
+    return "n/a" if share is None else f"{share:.1f}%"
 
 
 COLUMNS = {
@@ -332,7 +338,7 @@ def summary(rows: list[dict]) -> str:
         mine = [r for r in rows if configuration_name(r) == target]
         slower = [r["model"] for r in mine if r["optimized"]["cycles_total"] > r["stock"]["cycles_total"]]
         faster = sum(r["optimized"]["cycles_total"] < r["stock"]["cycles_total"] for r in mine)
-        shares = [r["eqsat_seconds"] / r["optimized"]["lowering_seconds"] for r in mine if r["optimized"]["lowering_seconds"]]
+        shares = [share / 100 for share in map(time_share, mine) if share is not None]
         memory = [p for r in mine for p in [x.get("peak_memory_mb") for x in r["reports"]] if p is not None]
         directions = {r["model"]: predicted_direction_agrees(r) for r in mine}
         changed = [m for m, agrees in directions.items() if agrees is not None]
@@ -358,12 +364,12 @@ def summed_ratio(rows: list[dict]) -> float:
 
 
 PANELS_PER_ROW = 3
-"""The zoo chart wraps its per-target panels into rows of this many, so that it stays one page wide."""
+"""The zoo charts wrap their per-target panels into rows of this many, so that they stay one page wide."""
 
 
-def plot_ratios(rows: list[dict], path: Path) -> None:
-    """One panel per target: each model's inference cycles eqsat/stock, sorted, a line at 1.0 (no change),
-    the summed ratio in the panel's title."""
+def _per_target_panels(rows: list[dict], value, path: Path, xlabel: str, title, reference: float | None) -> None:
+    """One horizontal bar panel per target and configuration: each model's value(row), smallest on top, labelled;
+    a vertical line at reference; title(rows of the panel) above it. Saved to path."""
     targets = sorted({configuration_name(r) for r in rows})
     columns = min(len(targets), PANELS_PER_ROW)
     lines = -(-len(targets) // columns)
@@ -372,35 +378,37 @@ def plot_ratios(rows: list[dict], path: Path) -> None:
     for axes in panels.flat[len(targets):]:
         axes.set_visible(False)
     for axes, target in zip(panels.flat, targets):
-        mine = sorted((r for r in rows if configuration_name(r) == target), key=lambda r: (ratio(r), r["model"]), reverse=True)  # best on top
-        ratios = [ratio(r) for r in mine]
-        colours = ["tab:green" if x < 1 else "tab:red" if x > 1 else "tab:gray" for x in ratios]
-        axes.barh([r["model"] for r in mine], ratios, color=colours)
-        for position, value in enumerate(ratios):
-            axes.text(value, position, f" {value:.3f}", va="center", fontsize=7)
-        axes.axvline(1.0, color="black", linewidth=0.8)
-        axes.set_xlim(0, 1.12 * max(1.0, *ratios))
+        mine = sorted((r for r in rows if configuration_name(r) == target), key=lambda r: (value(r), r["model"]), reverse=True)
+        values = [value(r) for r in mine]
+        if reference is None:
+            colours = ["tab:blue"] * len(values)
+        else:
+            colours = ["tab:green" if x < reference else "tab:red" if x > reference else "tab:gray" for x in values]
+            axes.axvline(reference, color="black", linewidth=0.8)
+        axes.barh([r["model"] for r in mine], values, color=colours)
+        for position, x in enumerate(values):
+            axes.text(x, position, f" {x:.3g}", va="center", fontsize=7)
+        axes.set_xlim(0, 1.15 * max(reference or 0.0, *values))
         axes.tick_params(axis="y", labelsize=8)
-        axes.set_xlabel("Vela cycles_total, eqsat / stock (below 1: faster)")
-        axes.set_title(f"{target}: summed eqsat/stock = {summed_ratio(mine):.3f}", fontsize=10)
+        axes.set_xlabel(xlabel)
+        axes.set_title(f"{target}: {title(mine)}", fontsize=10)
     figure.tight_layout()
     figure.savefig(path, dpi=120)
     plt.close(figure)
+
+
+def plot_ratios(rows: list[dict], path: Path) -> None:
+    """Per target: each model's inference cycles eqsat/stock (below the line at 1.0: faster), the summed ratio in
+    the panel's title."""
+    _per_target_panels(rows, ratio, path, "Vela cycles_total, eqsat / stock (below 1: faster)",
+                       lambda mine: f"summed eqsat/stock = {summed_ratio(mine):.3f}", reference=1.0)
 
 
 def plot_time_share(rows: list[dict], path: Path) -> None:
-    """Bars: eqsat's share of lowering time per model and target."""
-    labels = [f"{r['model']}\n{configuration_name(r)}" for r in rows]
-    positions = range(len(rows))
-    figure, axes = plt.subplots(figsize=(max(6, 0.9 * len(rows)), 4))
-    shares = [100 * r["eqsat_seconds"] / r["optimized"]["lowering_seconds"] for r in rows]
-    axes.bar(list(positions), shares)
-    axes.set_xticks(list(positions), labels, rotation=60, ha="right", fontsize=7)
-    axes.set_ylabel("eqsat time / lowering time (%)")
-    axes.set_title("Time eqsat adds to the lowering")
-    figure.tight_layout()
-    figure.savefig(path, dpi=120)
-    plt.close(figure)
+    """Per target: eqsat's share of each model's lowering time, the largest in the panel's title."""
+    share = lambda row: time_share(row) or 0.0  # noqa: E731
+    _per_target_panels(rows, share, path, "eqsat time / lowering time (%)",
+                       lambda mine: f"largest share {max(map(share, mine)):.1f}%", reference=None)
 
 
 def plot(out: Path) -> list[Path]:
