@@ -425,10 +425,6 @@ def _ceil_to(value: int, multiple: int) -> int:
     return -(-value // multiple) * multiple
 
 
-U85_ACCUMULATOR_BYTES = {128: 8192, 256: 16384, 512: 32768, 1024: 65536, 2048: 131072}
-"""Accumulator RAM of each Ethos-U85 size, by MACs (regor architecture/ethosu85/ethos_u85.cpp, `s_EthosU85Configs`)."""
-U85_CORES = {128: 1, 256: 1, 512: 2, 1024: 4, 2048: 4}
-"""Cores of each Ethos-U85 size, by MACs (the same table)."""
 U85_BLOCK_DEPTH = 16
 """ACC_DEPTH_GRANULE: the step of an OFM block's depth."""
 U85_HALF_THROUGHPUT = frozenset({(1, 0, 2), (1, 2, 0), (2, 1, 0)})
@@ -469,7 +465,7 @@ def u85_block(shape3: tuple[int, int, int], dtype_bytes: int, macs: int) -> tupl
     height, width, depth = shape3
     granule_h, granule_w, _ = u85_pool_microblock(shape3, dtype_bytes, macs)
     block_depth = min(_ceil_to(depth, U85_BLOCK_DEPTH), macs)
-    area = max(1, U85_ACCUMULATOR_BYTES[macs] // 4 // block_depth)
+    area = max(1, blocks.U85_ARCHITECTURES[macs].acc_ram_bytes // 4 // block_depth)
     if _ceil_to(height, granule_h) * _ceil_to(width, granule_w) <= area:
         return _ceil_to(height, granule_h), _ceil_to(width, granule_w), block_depth
     h = max(1.0, math.sqrt(area * height / width))
@@ -499,18 +495,18 @@ def u85_transpose_access(shape3: tuple[int, int, int], perm3: tuple[int, int, in
     block = u85_block(shape3, dtype_bytes, macs)
     out = [shape3[p] for p in perm3]
     fetch = min(height, block[0]) * min(width, block[1]) * depth
-    blocks = math.ceil(out[0] / min(out[0], block[0])) * math.ceil(out[1] / min(out[1], block[1]))
+    block_count = math.ceil(out[0] / min(out[0], block[0])) * math.ceil(out[1] / min(out[1], block[1]))
     bits = 8 * dtype_bytes
     read_burst = bits * block[1] * block[2] if depth * dtype_bytes == block[2] else bits * block[2]
     if block[2] <= 16 and out[2] * dtype_bytes == block[2]:
         write_burst = bits * block[1] * block[2]
     else:
-        write_burst = min(64 * 8, 16 * bits * U85_CORES[macs], block[2] * bits)
+        write_burst = min(64 * 8, 16 * bits * blocks.U85_ARCHITECTURES[macs].cores, block[2] * bits)
 
     def transfer(elements: int, burst_bits: int) -> float:
         return float(elements * U85_MAX_BURST // min(U85_MAX_BURST, burst_bits // 8))
 
-    return transfer(fetch * blocks, read_burst), transfer(math.prod(out), write_burst)
+    return transfer(fetch * block_count, read_burst), transfer(math.prod(out), write_burst)
 
 
 def u85_macs(target: str) -> int:
@@ -525,7 +521,7 @@ def u85_transposes_by_blocks(target: str) -> bool:
     int8 transposes closer to Vela (MAPE 76.5/108.7/130.7% -> 15.9/21.9/25.5%) but led eqsat to graphs Vela runs
     slower (tds-conv1d +0.4/+2.4/+3.4%, attention-permute +7.3/+12.7/+8.1% over the graphs found without it), so
     those targets keep the fit on brick-aligned reads and writes."""
-    return target.startswith("ethos-u85") and U85_CORES[u85_macs(target)] == 1
+    return target.startswith("ethos-u85") and blocks.U85_ARCHITECTURES[u85_macs(target)].cores == 1
 
 
 def _transpose_config(x: TensorType | None, out: TensorType | None, perm: tuple[int, ...], target: str) -> OpConfig:
