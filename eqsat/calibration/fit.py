@@ -66,15 +66,10 @@ FORMS = {
     "copy": ("one", "elements", "rows", "bricks", "height"),
     # Ethos-U85 copying a slice and writing it transposed in the same pass.
     "slice_transpose": ("one", "moved", "padded_in", "padded_out", "rows_in", "rows_out"),
-    "conv2d": ("one", "macs", "elements", "in_elements", "weights"),
-    # Ethos-U85: weight-decoding steps (vela_cost.depth_units), 1x1 kernels apart from larger ones, and
-    # those steps at every output position.
-    "u85:conv2d": ("one", "unit_macs", "elements", "in_elements", "weight_units_1x1", "weight_units_kxk"),
-    "depthwise_conv2d": ("one", "macs", "elements", "in_elements", "weights"),
-    # Ethos-U55: output microblocks times the MAC steps of each (vela_cost._microblock_features).
-    "u55:depthwise_conv2d": ("one", "microblock_steps", "microblocks", "in_elements", "weights"),
-    # Ethos-U85: channels in groups of 16 (vela_cost.DEPTHWISE_CHANNEL_GROUP).
-    "u85:depthwise_conv2d": ("one", "channel_group_macs", "channel_group_elements", "in_elements", "weights"),
+    # Vela's own estimate over the block configuration its search picks (vela_cost.conv_block_features), and the
+    # weights it streams in from flash or DRAM (memory modes whose constants are not in SRAM).
+    "conv2d": ("one", "block_cycles", "weights"),
+    "depthwise_conv2d": ("one", "block_cycles", "weights"),
     "matmul": ("one", "macs", "elements", "in_elements"),
     "avg_pool2d": ("one", "elements", "in_elements", "in_elements_global"),
     "max_pool2d": ("one", "elements", "in_elements", "in_elements_global"),
@@ -87,15 +82,23 @@ FORMS = {
 DEFAULT_FORM = ("one", "elements", "rows")
 ACCESS_FEATURES = {
     "transpose": ("padded_out", "rows_out", "rows_in"),
-    "conv2d": ("out_channels",),
-    "depthwise_conv2d": ("out_channels",),
+    "conv2d": ("feature_map_bytes", "weight_reads", "scale_reads"),
+    "depthwise_conv2d": ("feature_map_bytes", "weight_reads", "scale_reads"),
     "matmul": ("out_channels",),
     "max_pool2d": ("in_elements",),
 }
 """Features the access model of a family adds to its NPU form: a transpose's writes and reads, a
-convolution's per-channel bias and scale (on Ethos-U55 read from flash with the weights: a
+convolution's feature maps, weights and per-channel bias and scale (on Ethos-U55 read from flash with the weights: a
 1x1 conv of 8 -> 160 channels takes 1058 NPU and 2256 access cycles), a pooling's input reads (its
 Ethos-U55 NPU form counts only output microblocks)."""
+NPU_ONLY = ("block_cycles",)
+"""Features of an NPU form that its access model leaves out: Vela's NPU estimate says nothing of the bytes a layer moves."""
+SRAM_ONLY_FEATURES = ("feature_map_bytes", "weight_reads")
+"""Access features that only the SRAM's access model is fitted on: every memory mode eqsat prices keeps the arena in
+SRAM (vela.ini `arena_mem_area`), and where constants live in flash or DRAM, Vela streams a convolution's weights
+into SRAM once and reads them again from there per OFM block position (regor `MeasureAccessCycles`,
+`weightStagingMemory`). Fitted on flash too, the few flash-bound samples of Ethos-U55-128 gave feature-map and
+re-read coefficients that priced its spatial convolutions at up to 3.9 times Vela's cycles (held-out MAPE 47%)."""
 ACCESS_PIECES = {
     # A transpose pass that writes less than a 16-byte brick per position has access cycles that grow with its
     # output plane times the plane's longer side: on Ethos-U85 (3, 9216) -> (9216, 3) costs 3110400 access
@@ -139,7 +142,8 @@ def access_forms_of(family: str, target: str) -> list[tuple[str, ...]]:
     if _form_key(family, target) in ACCESS_FORMS:
         return list(ACCESS_FORMS[_form_key(family, target)])
     form = form_of(family, target)
-    first = form + tuple(f for f in ACCESS_FEATURES.get(kind, ()) if f not in form)
+    first = tuple(f for f in form if f not in NPU_ONLY)
+    first += tuple(f for f in ACCESS_FEATURES.get(kind, ()) if f not in first)
     return [first, *ACCESS_PIECES.get(kind, ())]
 
 
@@ -152,7 +156,9 @@ def _term(op: str, arity: int, attrs: tuple = ()) -> Term:
 
 
 def sample_config(sample: Sample, target: str) -> OpConfig:
-    """The op configuration a sample measures, through the cost model's own `op_config`."""
+    """The op configuration a sample measures, through the cost model's own `op_config`; a convolution's block
+    features for feature maps in NHWC, as a sample reads a graph input and writes a graph output, where `op_config`
+    prices one between other NPU ops, in brick format (`vela_cost.conv_block_features`)."""
     p, kind = sample.params, sample.kind
 
     def opaque(name: str, out: TensorType, args: list[TensorType]) -> OpConfig:
@@ -176,16 +182,14 @@ def sample_config(sample: Sample, target: str) -> OpConfig:
         return opaque("TABLE", _tt(p["shape"], "int8" if p["dtype"] == "int8" else "int32"), [_tt(p["shape"], p["dtype"]), _tt([256], p["dtype"])])
     if kind == "binary":
         return elementwise(p["op"], _tt(p["shape"], "int32"), [_tt(p["shape"], "int32")] * 2)
-    if kind == "conv2d":
-        k = p["k"]
+    if kind in ("conv2d", "depthwise_conv2d"):  # the graph's input and output: NHWC, not the brick format op_config prices
+        k, depthwise = p["k"], kind == "depthwise_conv2d"
         _, oh, ow = conv_geometry(p["h"], p["w"], k, p["stride"])
-        args = [_tt([1, p["h"], p["w"], p["cin"]], "int8"), _tt([p["cout"], k, k, p["cin"]], "int8"), _tt([p["cout"]], "int32")]
-        return opaque("CONV2D", _tt([1, oh, ow, p["cout"]], "int32"), args)
-    if kind == "depthwise_conv2d":
-        k = p["k"]
-        _, oh, ow = conv_geometry(p["h"], p["w"], k, p["stride"])
-        args = [_tt([1, p["h"], p["w"], p["c"]], "int8"), _tt([k, k, p["c"], 1], "int8"), _tt([p["c"]], "int32")]
-        return opaque("DEPTHWISE_CONV2D", _tt([1, oh, ow, p["c"]], "int32"), args)
+        cin, cout = (p["c"], p["c"]) if depthwise else (p["cin"], p["cout"])
+        weights = _tt([k, k, cin, 1] if depthwise else [cout, k, k, cin], "int8")
+        args, out = [_tt([1, p["h"], p["w"], cin], "int8"), weights, _tt([cout], "int32")], _tt([1, oh, ow, cout], "int32")
+        config = opaque(kind.upper(), out, args)
+        return OpConfig(config.family, config.features | vela_cost.conv_block_features(args[0], out, weights, (k, k), depthwise, target, brick=False))
     if kind == "matmul":
         args = [_tt([p["n"], p["h"], p["c"]], "int8"), _tt([p["n"], p["c"], p["w"]], "int8")]
         return opaque("MATMUL", _tt([p["n"], p["h"], p["w"]], "int32"), args)
@@ -346,7 +350,8 @@ def fit_access(observations_: list[Observation], per_memory: dict[str, list[Obse
     from flash, a spatial convolution by its feature maps in SRAM: one linear model mixes the two).
 
     Each memory's model is `fit_max_of_linear` over forms, fitted on that memory's cycles where it binds
-    (`binding`); a memory the family never touches adds no piece. Without per-memory samples, the largest access column is fitted.
+    (`binding`), without the SRAM-only features elsewhere (`SRAM_ONLY_FEATURES`); a memory the family
+    never touches adds no piece. Without per-memory samples, the largest access column is fitted.
     Quality is scored against the largest access column.
     """
     used = {m: obs for m, obs in per_memory.items() if obs and max(o.cycles for o in obs) > 0}
@@ -354,7 +359,8 @@ def fit_access(observations_: list[Observation], per_memory: dict[str, list[Obse
         return fit_max_of_linear(observations_, forms, weighted, seed)
     pieces = []
     for memory, obs in used.items():
-        pieces += [{**piece, "memory": memory} for piece in fit_max_of_linear(obs, forms, weighted, seed)["pieces"]]
+        own = [tuple(f for f in form if memory == "sram" or f not in SRAM_ONLY_FEATURES) for form in forms]
+        pieces += [{**piece, "memory": memory} for piece in fit_max_of_linear(obs, own, weighted, seed)["pieces"]]
     predicted = np.array([max(vela_cost._linear(piece, o.features) for piece in pieces) for o in observations_])
     return {"pieces": pieces, **quality(predicted, np.array([o.cycles for o in observations_]))}
 

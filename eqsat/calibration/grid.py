@@ -204,12 +204,12 @@ def _grid(target: str, split: str, scale: float) -> list[Sample]:
         shapes = [base[:axis] + [rng.choice((1, 2, 3, 5, 7, 8))] + base[axis + 1 :] for _ in range(rng.choice((2, 2, 3)))]
         add("batched_concat", shapes=shapes, axis=axis)
     if vela_cost.target_family(target) == "u85":
-        for _ in range(n(40)):  # few positions, input depths across Ethos-U85's weight-decoding steps (vela_cost.depth_units)
+        for _ in range(n(40)):  # few positions, input depths across Ethos-U85's IFM block depths and kernel-first steps (eqsat.extract.blocks)
             k = rng.choice((1, 1, 1, 3))
             h, w = rng.choice(((1, 1), (1, 2), (1, 4), (1, 8), (1, 16), (2, 2), (4, 4), (4, 8), (8, 8)))
             cin, cout = rng.choice((3, 8, 12, 16, 20, 24, 32, 40, 48, 64, 96, 128, 192)), rng.choice((8, 10, 16, 24, 32, 48, 64, 96))
             add("conv2d", h=max(h, k), w=max(w, k), cin=cin, cout=cout, k=k, stride=1)
-        for _ in range(n(12)):  # channel counts between Ethos-U85's depthwise channel groups (vela_cost.DEPTHWISE_CHANNEL_GROUP)
+        for _ in range(n(12)):  # channel counts between Ethos-U85's 16-channel microblock depths (eqsat.extract.blocks)
             add("depthwise_conv2d", h=rng.choice((8, 16, 32, 48)), w=rng.choice((8, 16, 32, 48)), c=rng.choice((4, 12, 20, 24, 40, 48, 96)), k=rng.choice((3, 3, 5)), stride=rng.choice((1, 2)))
         # two graph inputs concatenated: one whole-tensor MemoryCopy each, as Ethos-U85 copies a reshape, a slice or a
         # concat input (on Ethos-U55 such copies fit concat inputs worse than the isolated slice: dense-conv1d -11% -> -22%)

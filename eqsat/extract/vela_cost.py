@@ -102,23 +102,26 @@ What each op costs
   a `Table` term is priced as the opaque TABLE it was read from.
 - PAD: not calibrated; a `Pad` term gets the generic proxy below, as the
   opaque PAD it was read from did.
-- Opaque compute ops that rules never rewrite get proxies measured on a
-  small grid (each with its output rescale): CONV2D and DEPTHWISE_CONV2D
-  (MACs, output and input elements, weights), MATMUL (MACs, elements),
+- CONV2D and DEPTHWISE_CONV2D are priced by what Vela's estimator computes
+  over the block configuration its search picks (`eqsat.extract.blocks`,
+  following regor's `FindBlockConfig` and `EstimateMacOpCycles`):
+  `block_cycles`, Vela's own NPU estimate of the op run alone (equal to it on
+  every Ethos-U85 calibration sample), plus the weights streamed in from
+  flash or DRAM; and for the access side the feature-map bytes and the
+  weight and scale re-reads its blocks imply (`conv_block_features`), its
+  feature maps in the brick format Vela gives those between NPU ops. The fit
+  keeps only a constant and the coefficients of these. A convolution with a
+  stride above 3 runs as one convolution per output position along that
+  axis (`stride_splits`), each with its fixed cost and its weights. The
+  stride is read from the shapes (`conv_stride`): a term does not carry it.
+- Other opaque compute ops that rules never rewrite get proxies measured on a
+  small grid (each with its output rescale): MATMUL (MACs, elements),
   AVG_POOL2D/MAX_POOL2D (elements, and the input of a global pool, whose
   window is the whole map; on Ethos-U55 a max pool by its output
   microblocks and those times its window's positions, which its key carries,
   `ir.with_window`), REDUCE_SUM/REDUCE_MAX (elements, and whether the
-  channels are reduced), RESIZE (elements). A convolution with a stride
-  above 3 runs as one convolution per output position along that axis
-  (`stride_splits`), each with its fixed cost and its weights. On Ethos-U85
-  a CONV2D is also priced by its weight-decoding steps (`depth_units`): a
-  fully connected layer over 17-32 channels costs three times one over 64;
-  a DEPTHWISE_CONV2D by its channels in groups of 16.
-  These are
-  proxies: Vela's convolution cost depends on block configurations and
-  weight streaming that a linear model only approximates (about ±20% per
-  op).
+  channels are reduced), RESIZE (elements). These are proxies: a linear
+  model only approximates Vela's block configurations (about ±20% per op).
 - Any other op: the CLAMP-alone fit of its output dtype per output element
   (an uncalibrated proxy).
 
@@ -156,6 +159,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from eqsat.configuration import ACCELERATORS, Configuration
+from eqsat.extract import blocks
 from eqsat.ir import MAX_RANK, Graph, TensorType, Term, window_of
 
 CALIBRATION_DIR = Path(__file__).parent / "calibration"
@@ -421,10 +425,6 @@ def _ceil_to(value: int, multiple: int) -> int:
     return -(-value // multiple) * multiple
 
 
-U85_ACCUMULATOR_BYTES = {128: 8192, 256: 16384, 512: 32768, 1024: 65536, 2048: 131072}
-"""Accumulator RAM of each Ethos-U85 size, by MACs (regor architecture/ethosu85/ethos_u85.cpp, `s_EthosU85Configs`)."""
-U85_CORES = {128: 1, 256: 1, 512: 2, 1024: 4, 2048: 4}
-"""Cores of each Ethos-U85 size, by MACs (the same table)."""
 U85_BLOCK_DEPTH = 16
 """ACC_DEPTH_GRANULE: the step of an OFM block's depth."""
 U85_HALF_THROUGHPUT = frozenset({(1, 0, 2), (1, 2, 0), (2, 1, 0)})
@@ -465,7 +465,7 @@ def u85_block(shape3: tuple[int, int, int], dtype_bytes: int, macs: int) -> tupl
     height, width, depth = shape3
     granule_h, granule_w, _ = u85_pool_microblock(shape3, dtype_bytes, macs)
     block_depth = min(_ceil_to(depth, U85_BLOCK_DEPTH), macs)
-    area = max(1, U85_ACCUMULATOR_BYTES[macs] // 4 // block_depth)
+    area = max(1, blocks.U85_ARCHITECTURES[macs].acc_ram_bytes // 4 // block_depth)
     if _ceil_to(height, granule_h) * _ceil_to(width, granule_w) <= area:
         return _ceil_to(height, granule_h), _ceil_to(width, granule_w), block_depth
     h = max(1.0, math.sqrt(area * height / width))
@@ -495,18 +495,18 @@ def u85_transpose_access(shape3: tuple[int, int, int], perm3: tuple[int, int, in
     block = u85_block(shape3, dtype_bytes, macs)
     out = [shape3[p] for p in perm3]
     fetch = min(height, block[0]) * min(width, block[1]) * depth
-    blocks = math.ceil(out[0] / min(out[0], block[0])) * math.ceil(out[1] / min(out[1], block[1]))
+    block_count = math.ceil(out[0] / min(out[0], block[0])) * math.ceil(out[1] / min(out[1], block[1]))
     bits = 8 * dtype_bytes
     read_burst = bits * block[1] * block[2] if depth * dtype_bytes == block[2] else bits * block[2]
     if block[2] <= 16 and out[2] * dtype_bytes == block[2]:
         write_burst = bits * block[1] * block[2]
     else:
-        write_burst = min(64 * 8, 16 * bits * U85_CORES[macs], block[2] * bits)
+        write_burst = min(64 * 8, 16 * bits * blocks.U85_ARCHITECTURES[macs].cores, block[2] * bits)
 
     def transfer(elements: int, burst_bits: int) -> float:
         return float(elements * U85_MAX_BURST // min(U85_MAX_BURST, burst_bits // 8))
 
-    return transfer(fetch * blocks, read_burst), transfer(math.prod(out), write_burst)
+    return transfer(fetch * block_count, read_burst), transfer(math.prod(out), write_burst)
 
 
 def u85_macs(target: str) -> int:
@@ -521,7 +521,7 @@ def u85_transposes_by_blocks(target: str) -> bool:
     int8 transposes closer to Vela (MAPE 76.5/108.7/130.7% -> 15.9/21.9/25.5%) but led eqsat to graphs Vela runs
     slower (tds-conv1d +0.4/+2.4/+3.4%, attention-permute +7.3/+12.7/+8.1% over the graphs found without it), so
     those targets keep the fit on brick-aligned reads and writes."""
-    return target.startswith("ethos-u85") and U85_CORES[u85_macs(target)] == 1
+    return target.startswith("ethos-u85") and blocks.U85_ARCHITECTURES[u85_macs(target)].cores == 1
 
 
 def _transpose_config(x: TensorType | None, out: TensorType | None, perm: tuple[int, ...], target: str) -> OpConfig:
@@ -604,16 +604,29 @@ MAX_STRIDE = 3
 convolution per output row or column along that axis."""
 
 
+def conv_stride(in_size: int, kernel: int, out_size: int) -> int:
+    """The stride of one axis of a convolution, read from its sizes (a term does not carry it): the smallest stride
+    that maps in_size to out_size with a 'same' (kernel // 2 each side) or no padding, else the ratio of the sizes.
+    Where both paddings fit (an 8-wide input, a 5-wide kernel, 4 outputs: stride 2 padded, or 1 not), the smaller
+    stride is taken."""
+    if out_size <= 1:
+        return 1
+    for stride in range(1, in_size + 1):
+        if out_size in ((in_size + 2 * (kernel // 2) - kernel) // stride + 1, (in_size - kernel) // stride + 1):
+            return stride
+    return max(1, round(in_size / out_size))
+
+
 def stride_splits(x: TensorType | None, kernel: tuple[int, int], out: TensorType | None) -> int:
     """How many convolutions Vela runs for one NHWC convolution of x by an (H, W) kernel into out: one per
-    output position along each axis whose stride (read from the shapes) exceeds MAX_STRIDE, else 1.
+    output position along each axis whose stride (`conv_stride`) exceeds MAX_STRIDE, else 1.
     Measured on both targets: a (1, 1, 64, 8) input, an 8-wide kernel and stride 8 run as 8 convolutions
     (emg-gru-gesture; 10043 cycles on Ethos-U55 where one convolution of its size costs about 1200)."""
     if x is None or out is None or len(x.shape) != 4 or len(out.shape) != 4:
         return 1
     splits = 1
     for axis, k in zip((1, 2), kernel):
-        if out.shape[axis] > 1 and (x.shape[axis] - k) // (out.shape[axis] - 1) > MAX_STRIDE:
+        if conv_stride(x.shape[axis], k, out.shape[axis]) > MAX_STRIDE:
             splits *= out.shape[axis]
     return splits
 
@@ -633,61 +646,64 @@ def _conv_features(out: TensorType | None, args: list[TensorType | None], macs_p
     }
 
 
-def depth_units(in_channels: int, one_by_one: bool) -> int:
-    """The input-depth steps Ethos-U85 decodes a convolution's weights in, per output channel and kernel
-    position: a 1x1 kernel over more than 32 channels in steps of 64 channels, other convolutions in steps of 8
-    channels up to 8 and of 16 channels (two steps of 8) above. Measured with Vela on ethos-u85-256: a fully
-    connected layer to 64 channels costs 412-413 NPU cycles from 1 to 8 and from 33 to 64 input channels,
-    732 from 9 to 16, 1374 from 17 to 32, 734 from 72 to 128 and 1054 at 192; a 3x3 convolution over 3x3
-    positions to 16 channels costs 326 at 8, 561 at 16, 1055 at 24 and 32, 1535 at 40 and 48, and 480 more
-    per further 16."""
-    if one_by_one and in_channels > 32:
-        return math.ceil(in_channels / 64)
-    return 1 if in_channels <= 8 else 2 * math.ceil(in_channels / 16)
+def fully_connected_shape(positions: int) -> tuple[int, int]:
+    """The (height, width) Vela lays `positions` output positions out in when it runs a batched 1x1 convolution
+    as a fully connected layer (regor compiler/graphir_optimiser.cpp `RewriteFullyConnected`: "more square H/W
+    gives better performance up to a point")."""
+    width = max(positions // 16, math.ceil(math.sqrt(positions)))
+    while positions % width:
+        width += 1
+    return positions // width, width
 
 
-def _weight_unit_features(out: TensorType | None, kernel: tuple[int, int], in_channels: int, splits: int) -> dict[str, float]:
-    """A convolution's weight-decoding work on Ethos-U85 (`depth_units`): output channels in groups of 8
-    times depth steps times kernel positions, apart for 1x1 kernels (a fully connected layer is bound by it)
-    and larger ones; and its MAC steps, that work at every output position. A depth step takes about the same
-    time whatever its depth: a 1x1 convolution to 32 channels over 16x16 positions costs 5056 cycles from 32
-    input channels (4 steps) and 3008 from 64 (1 step)."""
-    if out is None or not out.shape:
+def conv_block_features(
+    x: TensorType | None, out: TensorType | None, weights: TensorType | None, kernel: tuple[int, int], depthwise: bool, target: str, brick: bool = True
+) -> dict[str, float]:
+    """A CONV2D's or DEPTHWISE_CONV2D's work over the block configuration Vela's search picks for it, for NHWC x and
+    out (`eqsat.extract.blocks`, following regor's `FindBlockConfig`): its NPU cycles as Vela's estimator computes
+    them (`block_cycles`, `blocks.mac_op_cycles`), the feature-map bytes it moves (`feature_map_bytes`, IFM read
+    again per OFM block, in full bursts) and its weights, biases and scales read again per OFM block position
+    (`weight_reads`, `scale_reads`; `blocks.element_access`).
+
+    Its feature maps are stored as Vela stores those between two NPU ops: in brick format (NHCWB16, regor
+    compiler/scheduler.cpp: every feature map not read or written by the CPU, a graph input or output, unless a
+    reader or writer needs it linear), unless brick is False (NHWC). A 1x1 convolution of 32 to 32 channels over
+    25x5 positions costs 842 cycles between two others on Ethos-U85-2048, 1155 alone (graph input to output).
+
+    As Vela runs it: a 1x1 convolution of stride 1 over a batch as one convolution over all its positions
+    (`fully_connected_shape`); any other once per batch index (scheduler_decompose.cpp, "Decompose Batching"),
+    and once per output position along an axis whose stride exceeds MAX_STRIDE (`stride_splits`), each then
+    one output position and one kernel wide along that axis; a depthwise convolution with a depth multiplier
+    once per multiple (scheduler_decompose.cpp, `depthMultiplier`; one over a single input channel is a CONV2D,
+    graphir_optimiser.cpp `RewriteDepthwise`, which `_opaque_config` prices as one)."""
+    if x is None or out is None or len(x.shape) != 4 or len(out.shape) != 4:
         return {}
-    one_by_one = kernel == (1, 1)
-    groups = math.ceil(out.shape[-1] / 8)
-    weight_units = float(groups * depth_units(in_channels, one_by_one) * kernel[0] * kernel[1])
-    positions = elements(out) // out.shape[-1]
+    ifm, ofm, runs = list(x.shape[1:]), list(out.shape[1:]), out.shape[0]
+    if depthwise and ofm[2] > ifm[2]:  # a depth multiplier: one depthwise convolution per multiple
+        runs, ofm[2] = runs * (ofm[2] // ifm[2]), ifm[2]
+    strides = [conv_stride(ifm[axis], k, ofm[axis]) for axis, k in enumerate(kernel)]
+    if runs > 1 and kernel == (1, 1) and strides == [1, 1] and not depthwise:
+        height, width = fully_connected_shape(runs * ofm[0] * ofm[1])
+        ifm, ofm, runs = [height, width, ifm[2]], [height, width, ofm[2]], 1
+    for axis, k in enumerate(kernel):
+        if strides[axis] > MAX_STRIDE:
+            runs *= ofm[axis]
+            ifm[axis], ofm[axis], strides[axis] = k, 1, 1
+    query = (target, tuple(ifm), tuple(ofm), blocks.Kernel(kernel[0], kernel[1], *strides), depthwise)
+    estimate, access = blocks.mac_op_cycles(*query, brick), blocks.element_access(*query, brick)
     return {
-        "weight_units_1x1": weight_units * splits if one_by_one else 0.0,
-        "weight_units_kxk": 0.0 if one_by_one else weight_units * splits,
-        "unit_macs": float(positions) * weight_units,
+        "block_cycles": float(runs * estimate),
+        "feature_map_bytes": float(runs * access.feature_maps),
+        "weight_reads": float(runs * access.refetches * elements(weights)) if weights is not None else 0.0,
+        "scale_reads": float(runs * access.refetches * ofm[2]),
     }
 
 
-DEPTHWISE_CHANNEL_GROUP = 16
-"""Ethos-U85 runs a depthwise convolution's channels in groups of 16: a 3x3 one over 32x32 positions costs
-6954-7846 NPU cycles from 4 to 16 channels, 14536 from 17 to 32 and 20680 at 48 (Vela, ethos-u85-256)."""
-
-
-def _channel_group_features(out: TensorType | None, kernel_positions: int) -> dict[str, float]:
-    """A depthwise convolution's output elements and MACs with its channels rounded up to whole groups."""
-    if out is None or not out.shape:
-        return {}
-    grouped = float(elements(out) // out.shape[-1] * _ceil_to(out.shape[-1], DEPTHWISE_CHANNEL_GROUP))
-    return {"channel_group_elements": grouped, "channel_group_macs": grouped * kernel_positions}
-
-
-OFM_MICROBLOCKS = {"ethos-u55-32": (1, 1, 4), "ethos-u55-64": (1, 1, 8), "ethos-u55-128": (1, 2, 8), "ethos-u55-256": (2, 2, 8)}
-"""The output microblock (height, width, depth) an Ethos-U55 computes in one step, per MAC configuration
-(regor architecture/ethosu55/ethos_u55.cpp, `s_EthosU55Configs`; Ethos-U65-256 and -512 use the 256-MAC
-block, architecture/ethosu65/ethos_u65.cpp `s_EthosU65Configs`): its MAC cycles grow with the microblocks an
-output covers, not with its elements. Only Ethos-U55-class fits use these features."""
-
-
 def ofm_microblock(target: str) -> tuple[int, int, int]:
-    """The output microblock of target (`OFM_MICROBLOCKS`; the 256-MAC one on Ethos-U65 and, unused, on Ethos-U85)."""
-    return OFM_MICROBLOCKS.get(target, OFM_MICROBLOCKS["ethos-u55-256"])
+    """The output microblock (height, width, depth) an Ethos-U55 computes in one step (regor's `s_EthosU55Configs`,
+    `blocks.U55_ARCHITECTURES`; Ethos-U65 runs the 256-MAC one): its pooling cycles grow with the microblocks an
+    output covers, not with its elements. Ethos-U85 fits do not use it (its 256-MAC one is returned, unused)."""
+    return blocks.architecture_of(target if target_family(target) == "u55" else "ethos-u55-256").microblock
 
 
 def _microblocks(out: TensorType | None, microblock: tuple[int, int, int]) -> int:
@@ -699,10 +715,10 @@ def _microblocks(out: TensorType | None, microblock: tuple[int, int, int]) -> in
 
 
 def _microblock_features(out: TensorType | None, kernel_steps: int, target: str) -> dict[str, float]:
-    """A depthwise convolution's or a pooling's work in Ethos-U55 output microblocks: the microblocks it
-    writes, and those times the MAC steps each takes (`kernel_steps`)."""
-    blocks = _microblocks(out, ofm_microblock(target))
-    return {"microblocks": float(blocks), "microblock_steps": float(blocks * kernel_steps)}
+    """A pooling's work in Ethos-U55 output microblocks: the microblocks it writes, and those times the steps each
+    takes (`kernel_steps`)."""
+    microblocks = _microblocks(out, ofm_microblock(target))
+    return {"microblocks": float(microblocks), "microblock_steps": float(microblocks * kernel_steps)}
 
 
 @functools.cache
@@ -723,25 +739,22 @@ def _opaque_config(
     weight = args[1] if len(args) > 1 else None
     if op == "CONV2D" and weight is not None and len(weight.shape) == 4:  # OHWI
         kernel = (weight.shape[1], weight.shape[2])
-        splits = stride_splits(args[0], kernel, out)
-        features = _conv_features(out, args, math.prod(weight.shape[1:]), splits)
-        return OpConfig("conv2d", features | _weight_unit_features(out, kernel, weight.shape[3], splits))
+        features = _conv_features(out, args, math.prod(weight.shape[1:]), stride_splits(args[0], kernel, out))
+        return OpConfig("conv2d", features | conv_block_features(args[0], out, weight, kernel, False, target))
     if op == "DEPTHWISE_CONV2D" and weight is not None and len(weight.shape) == 4:  # HWCM
-        splits = stride_splits(args[0], (weight.shape[0], weight.shape[1]), out)
-        features = _conv_features(out, args, weight.shape[0] * weight.shape[1], splits)
-        features |= _microblock_features(out, -(-weight.shape[0] * weight.shape[1] // 4), target)  # 4 kernel positions a step
-        return OpConfig("depthwise_conv2d", features | _channel_group_features(out, weight.shape[0] * weight.shape[1]))
+        kernel = (weight.shape[0], weight.shape[1])
+        features = _conv_features(out, args, math.prod(kernel), stride_splits(args[0], kernel, out))
+        if weight.shape[2] == 1 and weight.shape[3] > 1:  # one input channel: a CONV2D to the multiplier's channels
+            return OpConfig("conv2d", features | conv_block_features(args[0], out, weight, kernel, False, target))
+        return OpConfig("depthwise_conv2d", features | conv_block_features(args[0], out, weight, kernel, True, target))
     if op == "MATMUL" and args and args[0] is not None:
         return OpConfig("matmul", _conv_features(out, args, args[0].shape[-1]))
-    if op == "convolution" and weight is not None and len(weight.shape) == 4:  # aten: O, I/groups, KH, KW
-        if weight.shape[1] == 1 and weight.shape[0] > 1:
-            features = _conv_features(out, args, math.prod(weight.shape[1:]))
-            if out is not None and len(out.shape) == 4:  # NCHW
-                nhwc = TensorType((out.shape[0], out.shape[2], out.shape[3], out.shape[1]), out.dtype)
-                features |= _microblock_features(nhwc, -(-weight.shape[2] * weight.shape[3] // 4), target)
-            return OpConfig("depthwise_conv2d", features | _channel_group_features(out, weight.shape[2] * weight.shape[3]))
-        features = _conv_features(out, args, math.prod(weight.shape[1:]))
-        return OpConfig("conv2d", features | _weight_unit_features(out, (weight.shape[2], weight.shape[3]), weight.shape[1], 1))
+    if op == "convolution" and weight is not None and len(weight.shape) == 4:  # aten: NCHW, weights O, I/groups, KH, KW
+        x, kernel = args[0], (weight.shape[2], weight.shape[3])
+        nhwc = [None if t is None or len(t.shape) != 4 else TensorType((t.shape[0], t.shape[2], t.shape[3], t.shape[1]), t.dtype) for t in (x, out)]
+        depthwise = weight.shape[1] == 1 and weight.shape[0] > 1
+        features = _conv_features(out, args, math.prod(weight.shape[1:]), stride_splits(nhwc[0], kernel, nhwc[1]))
+        return OpConfig("depthwise_conv2d" if depthwise else "conv2d", features | conv_block_features(*nhwc, weight, kernel, depthwise, target))
     if op in PROXY_OPS:
         x = args[0] if args else None
         n_in = float(elements(x))

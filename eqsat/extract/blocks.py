@@ -1,0 +1,769 @@
+"""Vela's block configuration of a convolution, and what Vela's estimator computes over it.
+
+Motivation
+----------
+Vela does not price a convolution by its MACs. regor's estimator
+(architecture/ethosu55/ethos_u55_performance.cpp and
+architecture/ethosu85/ethos_u85_performance.cpp, `EstimateMacOpCycles`) walks
+the output in *OFM blocks* of the block configuration the architecture's
+`FindBlockConfig` chose, each block a whole number of *microblocks* (the
+output positions and channels the MAC array computes in one step). Per
+block, the MAC array spends a few cycles per microblock per kernel step per
+slice of input depth (`EstimateMacCyclesPerBlock`), and the output unit
+spends a fixed fraction of a cycle per output element
+(`EstimateAOCyclesPerElement`); the block costs the larger of the two, and
+the op the sum over its blocks, plus its first IFM block's read and its last
+OFM block's write. So a convolution whose output depth is just over a
+microblock's, or whose input depth is just over the depth the MAC array reads
+at once, costs nearly as much as one twice its size: a linear model in MACs
+cannot see it, and mispriced small (Ethos-U55-32/64) and large
+(Ethos-U85-512 and up) targets most.
+
+Overview
+--------
+- `U55_ARCHITECTURES` and `U85_ARCHITECTURES` hold regor's per-target tables
+  (`s_EthosU55Configs`, `s_EthosU65Configs`, `s_EthosU85Configs`, their
+  `PerfInfo`); `sram_of` reads the SRAM's bandwidth, latencies and burst
+  length from the vela.ini of the target's default system config.
+- `block_config` finds the block configuration regor's search picks for a
+  CONV2D or DEPTHWISE_CONV2D with int8 input and a fused int8 output
+  (`ArchEthosU55::FindBlockConfig`; `ArchEthosU85::FindBlockConfig`,
+  `FindUBlock`, `FindDepthwiseConfig`, `AreaFit`).
+- `mac_op_cycles` follows `EstimateMacOpCycles` over that configuration:
+  on every calibration sample of Ethos-U85 (Sram_Only) it equals Vela's NPU
+  cycles exactly, and on Ethos-U55 where the weights do not bind.
+- `element_access` follows `MeasureElementAccess`: the feature-map bytes and
+  the weight re-reads the block configuration implies.
+
+Not followed (the fitted coefficients that use these numbers absorb it,
+eqsat/calibration/fit.py): the weights Vela streams in from flash or DRAM
+(`NetworkPerformance::EstimateFullOpPerformance`, weight buffering) and their
+encoded size; the bias reads' latency of a memory other than SRAM; brick
+(NHCWB16) feature maps between ops; sparse weights; 16-bit inputs; dilation;
+an activation fused into the convolution (a CLAMP changes the output unit's
+rate on Ethos-U55, `EstimateAOCyclesPerElement`); a non-default system
+config's SRAM. Each op is searched alone, as Vela searches a layer that no
+cascade shares.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+Shape3 = tuple[int, int, int]
+"""(height, width, depth)."""
+
+SUBKERNEL_MAX = (8, 8)
+"""The largest kernel (height, width) the MAC unit runs in one pass; larger kernels are split into sub-kernels
+(`ArchEthosU55::_subkernelMax`, `ArchEthosU85::_subkernelMax`, `s_SubkernelLimits`)."""
+OFM_SPLIT_DEPTH = 16
+"""`FindBlockConfig`'s OFMSplitDepth: a block shallower than the output is a multiple of it."""
+
+
+def _round_away(value: int, align: int) -> int:
+    return -(-value // align) * align
+
+
+def _div_round_up(value: int, divisor: int) -> int:
+    return -(-value // divisor)
+
+
+def _shape_div(shape: Shape3, block: Shape3) -> Shape3:
+    return tuple(_div_round_up(s, b) for s, b in zip(shape, block))  # type: ignore[return-value]
+
+
+def _shape_min(a: Shape3, b: Shape3) -> Shape3:
+    return tuple(min(x, y) for x, y in zip(a, b))  # type: ignore[return-value]
+
+
+def _elements(shape: Shape3) -> int:
+    return shape[0] * shape[1] * shape[2]
+
+
+@dataclass(frozen=True)
+class Kernel:
+    """A convolution kernel: its size and stride (dilation 1)."""
+
+    height: int
+    width: int
+    stride_y: int = 1
+    stride_x: int = 1
+
+    @property
+    def elements(self) -> int:
+        return self.height * self.width
+
+
+@dataclass(frozen=True)
+class BlockConfig:
+    """A block configuration: the OFM block, the IFM block that feeds it, the microblock, the traversal
+    ("depth_first", "part_kernel" or "depthwise"), and whether the weights are 2:4 sparse (Ethos-U85 only)."""
+
+    ofm_block: Shape3
+    ifm_block: Shape3
+    microblock: Shape3
+    traversal: str
+    sparse: bool = False
+
+
+@dataclass(frozen=True)
+class U55Architecture:
+    """One row of regor's `s_EthosU55Configs` (architecture/ethosu55/ethos_u55.cpp) or `s_EthosU65Configs`
+    (architecture/ethosu65/ethos_u65.cpp: Ethos-U65 runs Ethos-U55's block search and estimator), with its PerfInfo."""
+
+    macs: int
+    cores: int
+    microblock: Shape3
+    ifm_microblock: Shape3
+    shram_banks: int
+    shram_granules: tuple[int, ...]
+    """Per SHRAM element kind: IFM8, IFM16, IFM8_Elementwise, IFM16_Elementwise, IFM32, Acc16, Acc32, Acc40."""
+    output_cycles: tuple[float, ...]
+    activation_cycles: tuple[float, ...]
+
+
+_U55_256_GRANULES = (8, 8, 8, 8, 16, 8, 16, 20)
+U55_ARCHITECTURES = {
+    "ethos-u55-32": U55Architecture(32, 1, (1, 1, 4), (1, 1, 8), 16, (2, 2, 2, 2, 4, 4, 4, 4), (2.0, 3.0, 3.0, 3.0, 4.0, 6.0, 1.0, 2.0), (1.0, 1.0, 0.0)),
+    "ethos-u55-64": U55Architecture(64, 1, (1, 1, 8), (1, 1, 8), 16, (2, 2, 2, 2, 4, 4, 4, 8), (1.0, 1.5, 1.5, 1.5, 2.0, 3.0, 0.5, 1.0), (1.0, 1.0, 0.0)),
+    "ethos-u55-128": U55Architecture(
+        128, 1, (1, 2, 8), (1, 2, 8), 24, (4, 4, 4, 4, 8, 4, 8, 12), (0.75, 1.25, 0.75, 0.75, 1.0, 1.5, 0.25, 0.5), (1.0, 0.5, 0.0)
+    ),
+    "ethos-u55-256": U55Architecture(256, 1, (2, 2, 8), (2, 2, 8), 48, _U55_256_GRANULES, (0.625, 1.125, 0.5, 0.375, 0.5, 0.75, 0.125, 0.25), (1.0, 0.25, 0.0)),
+    "ethos-u65-256": U55Architecture(256, 1, (2, 2, 8), (2, 2, 8), 48, _U55_256_GRANULES, (0.625, 1.125, 0.5, 0.375, 0.5, 0.75, 0.125, 0.25), (1.0, 0.25, 0.0)),
+    "ethos-u65-512": U55Architecture(
+        256, 2, (2, 2, 8), (2, 2, 8), 48, _U55_256_GRANULES, (0.3125, 0.5625, 0.25, 0.1875, 0.25, 0.375, 0.0625, 0.125), (0.5, 0.125, 0.0)
+    ),
+}
+"""By target; Ethos-U65-512 is two 256-MAC cores."""
+
+U55_OFM_BLOCK_MAX = (32, 64, 128)
+"""`ArchEthosU55::_ofmBlockMax` (height, width, depth)."""
+U55_SHRAM_BANK_BYTES = 1024
+U55_SHRAM_RESERVED_OUTPUT_BANKS = 2
+U55_IFM8, U55_ACC32 = 0, 6
+"""Indices into `U55Architecture.shram_granules` (regor's `EthosU55SHRamElements`)."""
+U55_ACC32_BITS = 32
+
+
+@dataclass(frozen=True)
+class U85Architecture:
+    """One row of regor's `s_EthosU85Configs` (architecture/ethosu85/ethos_u85.cpp) and its `s_EthosU85PerfInfo`."""
+
+    macs: int
+    cores: int
+    microblocks: tuple[Shape3, ...]
+    ifm_ram_bytes: int
+    acc_ram_bytes: int
+    output_cycles: tuple[float, ...]
+    ifm_alloc_units: dict[Shape3, tuple[Shape3, Shape3, Shape3]]
+    """Per microblock, the IFM allocation unit for an IFM block depth of at most 128, 256 and more bits
+    (`SetupOfmUBlockToIfmAuTable`), its depth in units of 128 bits."""
+    conv_int8: tuple[Shape3, ...]
+    """The microblocks on which a convolution with int8 input runs (`SetupOfmUBlockToOpTable`, 8-bit column)."""
+    depthwise_int8: tuple[Shape3, ...]
+    """The microblocks on which a depthwise convolution with int8 input runs."""
+
+
+def _u85_architectures() -> dict[int, U85Architecture]:
+    au = {
+        "2x2": ((2, 2, 1), (1, 2, 2), (1, 1, 4)),
+        "1x4": ((1, 4, 1), (1, 2, 2), (1, 1, 4)),
+        "1024": ((2, 4, 1), (2, 2, 2), (1, 2, 4)),
+        "1024-1x4": ((2, 4, 1), (1, 4, 2), (1, 2, 4)),
+        "2048": ((4, 4, 1), (2, 4, 2), (2, 2, 4)),
+        "2048-1x4": ((4, 4, 1), (2, 4, 2), (1, 4, 4)),
+    }
+    return {
+        128: U85Architecture(
+            128, 1, ((1, 2, 8), (1, 1, 16)), 8192, 8192, (0.5, 0.5, 0.5, 1.0, 1.0, 1.0),
+            {(1, 2, 8): ((1, 2, 1), (1, 1, 2), (1, 1, 2)), (1, 1, 16): ((1, 2, 1), (1, 1, 2), (1, 1, 2))},
+            conv_int8=((1, 2, 8),), depthwise_int8=((1, 1, 16),),
+        ),
+        256: U85Architecture(
+            256, 1, ((1, 2, 16), (1, 4, 8), (2, 2, 8)), 16384, 16384, (0.25, 0.25, 0.25, 0.5, 0.5, 0.5),
+            {(2, 2, 8): au["2x2"], (1, 2, 16): au["2x2"], (1, 4, 8): au["1x4"]},
+            conv_int8=((1, 4, 8), (2, 2, 8)), depthwise_int8=((1, 2, 16),),
+        ),
+        512: U85Architecture(
+            512, 2, ((2, 2, 16), (1, 4, 16)), 16384, 32768, (0.125, 0.125, 0.25, 0.5, 0.25, 0.25),
+            {(2, 2, 16): au["2x2"], (1, 4, 16): au["1x4"]},
+            conv_int8=((2, 2, 16), (1, 4, 16)), depthwise_int8=((2, 2, 16), (1, 4, 16)),
+        ),
+        1024: U85Architecture(
+            1024, 4, ((2, 2, 32), (1, 4, 32), (2, 4, 16)), 16384, 65536, (0.0625, 0.125, 0.25, 0.5, 0.125, 0.25),
+            {(2, 2, 32): au["1024"], (2, 4, 16): au["1024"], (1, 4, 32): au["1024-1x4"]},
+            conv_int8=((2, 2, 32), (1, 4, 32), (2, 4, 16)), depthwise_int8=((2, 4, 16),),
+        ),
+        2048: U85Architecture(
+            2048, 4, ((2, 2, 64), (1, 4, 64), (4, 4, 16)), 32768, 131072, (0.03125, 0.0625, 0.125, 0.25, 0.0625, 0.125),
+            {(2, 2, 64): au["2048"], (4, 4, 16): au["2048"], (1, 4, 64): au["2048-1x4"]},
+            conv_int8=((2, 2, 64), (1, 4, 64), (4, 4, 16)), depthwise_int8=((4, 4, 16),),
+        ),
+    }
+
+
+U85_ARCHITECTURES = _u85_architectures()
+U85_OFM_BLOCK_MAX = (128, 128, 1024)
+"""`ArchEthosU85::_ofmBlockMax` (height, width, depth)."""
+U85_ACC_DEPTH_GRANULE = 16
+"""`ACC_DEPTH_GRANULE`: the accumulator's depth granule, the depth step of every U85 OFM block."""
+U85_ACC32_BITS = 32
+
+
+def architecture_of(target: str) -> U55Architecture | U85Architecture:
+    """regor's architecture table row for a target name ("ethos-u55-64", "ethos-u65-256", "ethos-u85-1024")."""
+    if target.startswith("ethos-u85"):
+        return U85_ARCHITECTURES[int(target.rsplit("-", 1)[1])]
+    return U55_ARCHITECTURES[target]
+
+
+# ---------------------------------------------------------------- Ethos-U55
+
+
+def _u55_part_kernel(in_depth: int, kernel: Kernel) -> bool:
+    """`ChooseKernelMethod` (ethos_u55.cpp), int8: part-kernel-first when its MAC utilisation (input depth in 8s,
+    kernel positions in 4s) is at least depth-first's (input depth in 32s)."""
+    if in_depth <= 8:
+        return True
+    depth_utilisation = in_depth / _round_away(in_depth, 32)
+    part_utilisation = in_depth / _round_away(in_depth, 8) * (kernel.elements / _round_away(kernel.elements, 4))
+    return part_utilisation >= depth_utilisation
+
+
+def _ifm_block_size(ofm_block: Shape3, kernel: Kernel, granule: Shape3) -> tuple[int, int]:
+    """The IFM block (height, width) that feeds an OFM block, rounded to the granule (`GetArchIFMBlockSize`)."""
+    height = (ofm_block[0] - 1) * kernel.stride_y + min(kernel.height, SUBKERNEL_MAX[0])
+    width = (ofm_block[1] - 1) * kernel.stride_x + min(kernel.width, SUBKERNEL_MAX[1])
+    return _round_away(height, granule[0]), _round_away(width, granule[1])
+
+
+def _u55_fits(arch: U55Architecture, ofm_block: Shape3, ifm_block: Shape3) -> bool:
+    """`ArchEthosU55::TryBlockConfig` for int8 input and 32-bit accumulators, no LUT: the IFM banks (double
+    buffered, in granules) and the accumulator banks fit in SHRAM."""
+    end_banks = 2 if arch.shram_banks > 16 else 0
+    ifm_bytes = ifm_block[0] * ifm_block[1] * _round_away(ifm_block[2], 8)
+    ifm_banks = _round_away(_div_round_up(ifm_bytes, U55_SHRAM_BANK_BYTES) * 2, arch.shram_granules[U55_IFM8])
+    acc_bytes = ofm_block[0] * ofm_block[1] * _round_away(ofm_block[2], 8) * U55_ACC32_BITS // 8
+    acc_banks = _round_away(_div_round_up(acc_bytes, U55_SHRAM_BANK_BYTES) * 2, arch.shram_granules[U55_ACC32])
+    return U55_SHRAM_RESERVED_OUTPUT_BANKS + ifm_banks <= arch.shram_banks - end_banks - acc_banks
+
+
+class _BlockChoice:
+    """The running choice of `FindBlockConfig`'s search: the lowest relative cost, ties going to a small block
+    that covers more of the IFM (regor's float arithmetic, in float32)."""
+
+    def __init__(self) -> None:
+        self.cost = np.float32(np.inf)
+        self.coverage = np.float32(np.inf)
+        self.found: tuple | None = None
+
+    def offer(self, cost: np.float32, ifm_hw: tuple[int, int], ifm_shape: Shape3, small: bool, found: tuple) -> None:
+        if cost > self.cost:
+            return
+        if cost == self.cost:
+            covered = max(min(ifm_shape[0], ifm_hw[0]) * min(ifm_shape[1], ifm_hw[1]), 1)
+            coverage = np.float32(ifm_shape[0] * ifm_shape[1]) / np.float32(covered)
+            if not (coverage <= self.coverage and small):
+                return
+            self.coverage = coverage
+        else:
+            self.coverage = np.float32(np.inf)
+        self.cost = cost
+        self.found = found
+
+
+def _relative_cost(
+    ofm_shape: Shape3, ofm_block: Shape3, ifm_hw: tuple[int, int], ifm_shape: Shape3, kernel: Kernel, depthwise: bool, ifm_block_elements: int
+) -> np.float32:
+    """The block search's cost: IFM and weight fetches per output element, halved when the whole IFM fits in two
+    IFM blocks (`FindBlockConfig`, both architectures; float32 as in regor)."""
+    f = np.float32
+    full = _shape_div(ofm_shape, ofm_block)
+    repeats = _div_round_up(kernel.width, SUBKERNEL_MAX[1]) * _div_round_up(kernel.height, SUBKERNEL_MAX[0])
+    weight_fetch = f(kernel.elements * ifm_shape[2] * full[0] * full[1])
+    if not depthwise:
+        weight_fetch *= f(ofm_shape[2]) / f(ofm_block[2]) * f(ofm_block[2])
+    ifm_fetch = f(ifm_hw[0] * ifm_hw[1] * ifm_shape[2] * repeats) * (f(ofm_shape[1]) / f(ofm_block[1])) * (f(ofm_shape[0]) / f(ofm_block[0]))
+    if not depthwise:
+        ifm_fetch *= f(full[2])
+    cost = (ifm_fetch + weight_fetch) / f(_elements(ofm_shape))
+    if _elements(ifm_shape) < ifm_block_elements * 2:
+        cost /= f(2)
+    return f(cost)
+
+
+def _u55_block_config(arch: U55Architecture, ifm_shape: Shape3, ofm_shape: Shape3, kernel: Kernel, depthwise: bool) -> BlockConfig:
+    """`ArchEthosU55::FindBlockConfig` for a CONV2D or DEPTHWISE_CONV2D with int8 input: over OFM blocks of whole
+    microblocks up to `U55_OFM_BLOCK_MAX` that fit in SHRAM, the one with the least IFM and weight fetching per
+    output element."""
+    ublock = arch.microblock
+    part_kernel = not depthwise and _u55_part_kernel(ifm_shape[2], kernel)
+    ifm_block_depth = _round_away(min(ifm_shape[2], 16 if part_kernel else 32), arch.ifm_microblock[2])
+    space = tuple(_round_away(min(o, m), u) for o, m, u in zip(ofm_shape, U55_OFM_BLOCK_MAX, ublock))
+    choice, wont_fit = _BlockChoice(), set()
+    depth = max(ublock[2], min(space[2], OFM_SPLIT_DEPTH))
+    if depth < ofm_shape[2]:
+        depth = _round_away(depth, OFM_SPLIT_DEPTH)
+    while depth <= space[2]:
+        for height in range(ublock[0], space[0] + 1, ublock[0]):
+            for width in range(ublock[1], space[1] + 1, ublock[1]):
+                if (height, width) in wont_fit:
+                    continue
+                ifm_hw = _ifm_block_size((height, width, depth), kernel, ublock)
+                ifm_block = (*ifm_hw, depth if depthwise else ifm_block_depth)
+                fitted = (height, width, depth)
+                if ofm_shape[0] == 1 and kernel.height == 1 and ublock[0] == 2:  # FitBlockForOFM: the Conv1D optimisation
+                    fitted = (1, width, depth)
+                if not _u55_fits(arch, fitted, ifm_block):
+                    wont_fit.add((height, width))
+                    continue
+                cost = _relative_cost(ofm_shape, fitted, ifm_hw, ifm_shape, kernel, depthwise, _elements(ifm_block))
+                choice.offer(cost, ifm_hw, ifm_shape, height <= 4 and width <= 4, ((height, width, depth), ifm_block))
+        depth += ublock[2]
+        if depth < ofm_shape[2]:
+            depth = _round_away(depth, OFM_SPLIT_DEPTH)
+    if choice.found is None:
+        raise ValueError(f"no Ethos-U55-{arch.macs} block configuration for {ofm_shape}")
+    ofm_block, ifm_block = choice.found
+    traversal = "depthwise" if depthwise else "part_kernel" if part_kernel else "depth_first"
+    return BlockConfig(ofm_block, ifm_block, ublock, traversal)
+
+
+def _u55_microblock(arch: U55Architecture, ofm_shape: Shape3, kernel: Kernel, depthwise: bool) -> Shape3:
+    """`GetOfmMicroBlock` (ethos_u55_performance.cpp): a convolution with a one-row kernel over a one-row output of
+    even width runs 1x4 microblocks on a 2x2 microblock array."""
+    ublock = arch.microblock
+    if ublock[0] == 2 and not depthwise and ofm_shape[0] == 1 and ofm_shape[1] % 2 == 0 and kernel.height == 1:
+        return (1, 4, ublock[2])
+    return ublock
+
+
+def _u55_mac_cycles_per_block(arch: U55Architecture, config: BlockConfig, ifm_shape: Shape3, ofm_shape: Shape3, kernel: Kernel, ublock: Shape3) -> int:
+    """`EthosU55Performance::EstimateMacCyclesPerBlock`, int8 input and 32-bit accumulators: per sub-kernel, 4 cycles per
+    microblock (at least one weight-buffer refill's, `cyclesWb`) per kernel step, plus the pipeline delay of a block
+    of one microblock; times the slices of input depth of a depth-first convolution."""
+    ifm_block = _shape_min(ifm_shape, config.ifm_block)
+    units = _shape_div(_shape_min(ofm_shape, config.ofm_block), ublock)
+    units_hw = units[0] * units[1]
+    refill = 32 * ublock[2] // 8
+    delay = 3 if arch.macs == 32 and arch.cores == 1 else 2  # IsU55_32
+    total = 0
+    for x in range(0, kernel.width, SUBKERNEL_MAX[1]):
+        for y in range(0, kernel.height, SUBKERNEL_MAX[0]):
+            sub = min(kernel.height - y, SUBKERNEL_MAX[0]) * min(kernel.width - x, SUBKERNEL_MAX[1])
+            depth_slices = _div_round_up(ifm_block[2], 8) if config.traversal == "part_kernel" else 1
+            steps = sub if config.traversal == "depth_first" else _div_round_up(sub, 4)
+            cycles = max(refill, 4 * units_hw) * steps * units[2] * depth_slices
+            delays = 0
+            if units_hw == 1:
+                if units[2] == 1:
+                    delays = delay * steps
+                elif steps > 1:
+                    delays = delay * (steps - 1) * units[2]
+            total += cycles + delays * depth_slices
+    if config.traversal != "depthwise":
+        total *= _div_round_up(ifm_shape[2], ifm_block[2])
+    return total // arch.cores
+
+
+# ---------------------------------------------------------------- Ethos-U85
+
+
+def _u85_sparse(in_depth: int) -> bool:
+    """Whether Vela runs an Ethos-U85 CONV2D with 2:4 sparse weights: it does when its weights are (two zeros in
+    every four input channels, `EthosU85WeightEncoder`) and that takes fewer cycles, which halving the MAC cycles
+    always does (`Scheduler::EncodeBestWeightFormat`). Certain over one or two input channels, padded to four with
+    zeros (a 10x4 convolution of 1 to 32 channels on Ethos-U85-1024: 1141 cycles, as sparse); over more, the
+    weights' values decide, which a term does not carry: dense is assumed."""
+    return in_depth <= 2
+
+
+def _u85_part_kernel(in_depth: int, kernel: Kernel, sparse: bool) -> bool:
+    """`ChooseKernelFirst` (ethos_u85.cpp): kernel-first when its utilisation (input depth in 16s, kernel positions
+    in 5s with at least 2 left over; sparse: in 10s with 4) is at least depth-first's (input depth in 64s; 128)."""
+    k = kernel.elements
+    group, least = (10, 4) if sparse else (5, 2)
+    k_rounded = (k // group) * group + max(k % group, least)
+    kernel_first = in_depth / _round_away(in_depth, 16) * (k / k_rounded)
+    return kernel_first >= in_depth / _round_away(in_depth, 128 if sparse else 64)
+
+
+def _u85_microblock(arch: U85Architecture, ofm_shape: Shape3, depthwise: bool) -> Shape3:
+    """`ArchEthosU85::FindUBlock`: of the microblocks the op runs on with int8 input (`IsUBlockValid`; the 1x1-kernel
+    exception of 128 and 256 MACs is for 16-bit input), the one that rounds the output up least (the first of equals)."""
+    valid = [u for u in arch.microblocks if u in (arch.depthwise_int8 if depthwise else arch.conv_int8)]
+    return min(valid, key=lambda u: _elements(tuple(_round_away(s, b) for s, b in zip(ofm_shape, u))) - _elements(ofm_shape))
+
+
+def _u85_alloc_unit(arch: U85Architecture, ifm_block_depth: int, ublock: Shape3) -> Shape3:
+    """`ArchEthosU85::CalcIfmAUSize`, int8: the IFM allocation unit for an IFM block depth."""
+    bits = ifm_block_depth * 8
+    unit = arch.ifm_alloc_units[ublock][2 if bits > 256 else 1 if bits > 128 else 0]
+    return (unit[0], unit[1], unit[2] * 16)
+
+
+def _u85_ifm_block(ofm_block: Shape3, kernel: Kernel, unit: Shape3, ifm_block_depth: int) -> Shape3:
+    """`GetArchIFMBlockSize` (ethos_u85.cpp): the IFM block for an OFM block, in allocation units."""
+    height, width = _ifm_block_size(ofm_block, kernel, unit)
+    return (height, width, _round_away(ifm_block_depth or ofm_block[2], unit[2]))
+
+
+def _u85_fits(arch: U85Architecture, ofm_block: Shape3, ifm_block: Shape3, ifm_shape: Shape3, unit_depth: int, blocks_in_ram: int, equal_depth: bool) -> bool:
+    """`ArchEthosU85::TryBlockConfig`, int8 input and 32-bit accumulators: `blocks_in_ram` IFM and accumulator blocks
+    fit in their RAMs."""
+    depth = ofm_block[2] if equal_depth else min(ifm_block[2], ifm_shape[2])
+    ifm_bytes = ifm_block[0] * ifm_block[1] * _round_away(depth, unit_depth) * blocks_in_ram
+    acc_bytes = ofm_block[0] * ofm_block[1] * _round_away(ofm_block[2], U85_ACC_DEPTH_GRANULE) * U85_ACC32_BITS // 8 * blocks_in_ram
+    return ifm_bytes <= arch.ifm_ram_bytes and acc_bytes <= arch.acc_ram_bytes
+
+
+def _u85_conv_block_config(arch: U85Architecture, ifm_shape: Shape3, ofm_shape: Shape3, kernel: Kernel) -> BlockConfig:
+    """`ArchEthosU85::FindBlockConfig` for a CONV2D with int8 input: the IFM block depth is fixed (64 channels, 16
+    kernel-first, 128 depth-first with sparse weights, `_u85_sparse`), and the OFM block is searched as on
+    Ethos-U55, in RAMs that hold two blocks (one if nothing fits)."""
+    sparse = _u85_sparse(ifm_shape[2])
+    part_kernel = _u85_part_kernel(ifm_shape[2], kernel, sparse)
+    ublock = _u85_microblock(arch, ofm_shape, False)
+    ifm_block_depth = 16 if part_kernel else 128 if sparse else 64
+    step = (ublock[0], ublock[1], max(ublock[2], U85_ACC_DEPTH_GRANULE))
+    end = tuple(_round_away(max(min(o, m), s), u) for o, m, s, u in zip(ofm_shape, U85_OFM_BLOCK_MAX, step, ublock))
+    unit = _u85_alloc_unit(arch, ifm_block_depth, ublock)
+    restart = depth = max(ublock[2], min(end[2], OFM_SPLIT_DEPTH))
+    if depth < ofm_shape[2]:
+        depth = _round_away(depth, OFM_SPLIT_DEPTH)
+    choice, wont_fit, blocks_in_ram = _BlockChoice(), set(), 2
+    while depth <= end[2]:
+        for height in range(step[0], end[0] + 1, step[0]):
+            for width in range(step[1], end[1] + 1, step[1]):
+                if (height, width) in wont_fit:
+                    continue
+                ofm_block = (height, width, depth)
+                ifm_block = _u85_ifm_block(ofm_block, kernel, unit, ifm_block_depth)
+                if not _u85_fits(arch, ofm_block, ifm_block, ifm_shape, unit[2], blocks_in_ram, False):
+                    wont_fit.add((height, width))
+                    continue
+                cost = _relative_cost(ofm_shape, ofm_block, ifm_block[:2], ifm_shape, kernel, False, _elements(ifm_block))
+                choice.offer(cost, ifm_block[:2], ifm_shape, height <= 4 and width <= 4, (ofm_block, (*ifm_block[:2], ifm_block_depth)))
+        depth += ublock[2]
+        if depth < ofm_shape[2]:
+            depth = _round_away(depth, OFM_SPLIT_DEPTH)
+        if depth > end[2] and choice.found is None and blocks_in_ram == 2:
+            blocks_in_ram, depth = 1, restart
+            wont_fit.clear()
+    if choice.found is None:
+        raise ValueError(f"no Ethos-U85-{arch.macs} block configuration for {ofm_shape}")
+    ofm_block, ifm_block = choice.found
+    return BlockConfig(ofm_block, ifm_block, ublock, "part_kernel" if part_kernel else "depth_first", sparse)
+
+
+def _best_tile(size: int, granule: int, tile: int) -> int:
+    """`BestTile` (ethos_u85.cpp): a tile near `tile` whose last, partial tile is fullest."""
+    if size % tile == 0:
+        return tile
+    tiles = size // tile
+    second = max(_round_away(size // (tiles + 1), granule), granule)
+    best, best_rest = tile, size % tile
+    for t in range(tile, max(max(second - granule * 2, (second + 1) // 2), granule) - 1, -granule):
+        rest = size % t or t
+        if rest > best_rest:
+            best, best_rest = t, rest
+    return best
+
+
+def _fit_area_by_aspect(aspect: float, area: int, granule: tuple[int, int]) -> tuple[int, int]:
+    """`FitAreaByAspect`: the (width, height) of about `area` positions in the output's aspect, on the granule."""
+    w = math.sqrt(area / aspect)
+    h = w * aspect
+    if h < 1.0:
+        w, h = w * h, 1.0
+    elif w < 1.0:
+        w, h = 1.0, h * w
+    width = max(int(w), granule[0])
+    height = max(int(h), granule[1])
+    return width - width % granule[0], height - height % granule[1]
+
+
+def _u85_area_fit(arch: U85Architecture, ofm_shape: Shape3, limit: Shape3, ifm_shape: Shape3, kernel: Kernel, ublock: Shape3, granule: Shape3) -> Shape3:
+    """`ArchEthosU85::AreaFit`, int8 depthwise (no fixed IFM block depth): per block depth, the largest block of the
+    output's aspect whose accumulators and IFM fit, scored by how well it covers the output."""
+    acc_elements = arch.acc_ram_bytes * 8 // U85_ACC32_BITS
+    ib_elements = arch.ifm_ram_bytes
+    ub_acc = ublock[0] * ublock[1] * U85_ACC_DEPTH_GRANULE
+    aspect = ofm_shape[0] / ofm_shape[1]
+    depth_first = kernel.height == 1 and kernel.width == 1
+    area = ofm_shape[1] * ofm_shape[2] if depth_first else ofm_shape[0] * ofm_shape[1]
+    best, best_metric = None, math.inf
+    max_depth = min(max(arch.macs, acc_elements // ub_acc), limit[2])
+    for depth in range(U85_ACC_DEPTH_GRANULE, max_depth + 1, U85_ACC_DEPTH_GRANULE):
+        fit_acc = acc_elements
+        unit = _u85_alloc_unit(arch, depth, ublock)
+        ifm_volume = _elements(tuple(_round_away(s, u) for s, u in zip(ifm_shape, unit)))
+        fitted, previous, retry = False, -1, 25
+        while True:
+            width, height = _fit_area_by_aspect(aspect, fit_acc // depth, (granule[1], granule[0]))
+            width, height = min(width, limit[1]), min(height, limit[0])
+            positions = width * height
+            if width < ofm_shape[1]:
+                width = _best_tile(ofm_shape[1], granule[1], width)
+            height = max((positions // width) - (positions // width) % granule[0], granule[0])
+            acc_required = width * height * depth
+            ab_ratio = acc_elements / acc_required
+            ib_required = min(_elements(_u85_ifm_block((height, width, depth), kernel, unit, 0)), ifm_volume)
+            ib_ratio = ib_elements / ib_required
+            if ab_ratio >= 1.0 and ib_ratio >= 1.0:
+                used = depth % unit[2] or unit[2]
+                waste = 1.0 + ((unit[2] - used) / unit[2]) / 10
+                fit = 1.0 + abs(1.0 - limit[2] / depth) / 10
+                coverage = 1.0 + abs(1.0 - area / (width * (depth if depth_first else height)))
+                metric = coverage * fit * waste
+                if metric < best_metric:
+                    best, best_metric = (height, width, depth), metric
+                    if depth >= ofm_shape[2] and width >= ofm_shape[1] and height >= ofm_shape[0]:
+                        return tuple(_round_away(s, g) for s, g in zip(ofm_shape, granule))  # type: ignore[return-value]
+                fitted = True
+                break
+            if acc_required == previous:
+                retry -= 1
+                if retry <= 0:
+                    ib_ratio = 0.9
+            previous = acc_required
+            if ib_ratio < 1.0 and ab_ratio > 1.0:
+                fit_acc = min(fit_acc, acc_required)
+            granules = fit_acc // ub_acc
+            new_acc = max(int(granules * min(ib_ratio, ab_ratio)), 0) * ub_acc
+            if new_acc == fit_acc:
+                new_acc = fit_acc - ub_acc
+            if new_acc < ub_acc:
+                break
+            fit_acc = new_acc
+        if not fitted:
+            break
+    if best is None:
+        raise ValueError(f"no Ethos-U85-{arch.macs} depthwise block for {ofm_shape}")
+    return best
+
+
+def _u85_depthwise_block_config(arch: U85Architecture, ifm_shape: Shape3, ofm_shape: Shape3, kernel: Kernel) -> BlockConfig:
+    """`ArchEthosU85::FindDepthwiseConfig`, int8: `AreaFit`'s block, shrunk (height, then depth, then width) until
+    the IFM RAM also holds a further row of IFM when the block does not cover the output."""
+    ublock = _u85_microblock(arch, ofm_shape, True)
+    granule = (ublock[0], ublock[1], U85_ACC_DEPTH_GRANULE)
+    padded = tuple(_round_away(s, g) for s, g in zip(ofm_shape, granule))
+    limit = _shape_min(padded, U85_OFM_BLOCK_MAX)
+    height, width, depth = _u85_area_fit(arch, padded, limit, ifm_shape, kernel, ublock, granule)
+    ib_elements = arch.ifm_ram_bytes
+    force = 0
+    while True:
+        unit = _u85_alloc_unit(arch, depth, ublock)
+        ifm_block = _u85_ifm_block((height, width, depth), kernel, unit, 0)
+        if width < padded[1] or height < padded[0] or depth < padded[2]:
+            row = _u85_ifm_block((granule[0], width, depth), kernel, unit, 0)
+            if ib_elements - _elements(ifm_block) < _elements(row):
+                if (height != padded[0] or force & 2) and height > granule[0]:
+                    height -= granule[0]
+                elif (depth > width or force & 1) and depth > unit[2]:
+                    depth -= unit[2]
+                elif (width != padded[1] or force & 4) and width > granule[1]:
+                    width -= granule[1]
+                elif force != 7:
+                    force = (force << 1) | 1
+                elif depth > granule[2]:
+                    depth = max(depth // 2, granule[2])
+                else:
+                    break
+                continue
+        break
+    return BlockConfig((height, width, depth), ifm_block, ublock, "depthwise")
+
+
+def _u85_mac_cycles_per_block(arch: U85Architecture, config: BlockConfig, ifm_shape: Shape3, ofm_shape: Shape3, kernel: Kernel) -> int:
+    """`EthosU85Performance::EstimateMacCyclesPerBlock`, int8 input and 32-bit accumulators: per sub-kernel, per
+    microblock and kernel step, a depth-first convolution takes a cycle per 8 channels of its (clipped) IFM block
+    depth, a kernel-first one 4 cycles per 8 channels per 4 kernel positions, a depthwise one 4 cycles per 4 kernel
+    positions; each at least the weight decoder's `cyclesWb`; plus the pipeline delay of a one-microblock block;
+    a convolution times its slices of input depth."""
+    ublock = config.microblock
+    ifm_block = _shape_min(ifm_shape, config.ifm_block)
+    units = _shape_div(_shape_min(ofm_shape, config.ofm_block), ublock)
+    units_hw = units[0] * units[1]
+    refill = 32 * ublock[2] // (8 * arch.cores)
+    total = 0
+    for x in range(0, kernel.width, SUBKERNEL_MAX[1]):
+        for y in range(0, kernel.height, SUBKERNEL_MAX[0]):
+            sub = min(kernel.height - y, SUBKERNEL_MAX[0]) * min(kernel.width - x, SUBKERNEL_MAX[1])
+            depth_slices = 1
+            if config.traversal == "depthwise":
+                steps = _div_round_up(sub, 4)
+                cycles = max(refill, 4 * units_hw) * steps * units[2]
+            elif config.traversal == "depth_first":
+                steps = sub
+                cycles = max(refill, ifm_block[2] // 8 * units_hw) * steps * units[2]
+            else:
+                steps = _div_round_up(sub, 4)
+                depth_slices = _div_round_up(ifm_block[2], 8)
+                cycles = max(refill, 4 * units_hw) * steps * units[2] * depth_slices
+            if config.sparse:
+                cycles //= 2
+            delays = 0
+            if units_hw == 1:
+                if units[2] == 1:
+                    delays = 2 * steps
+                elif steps > 1:
+                    delays = 2 * (steps - 1) * units[2]
+            total += cycles + delays * depth_slices
+    if config.traversal != "depthwise":
+        total *= _div_round_up(ifm_shape[2], ifm_block[2])
+    return total
+
+
+# ---------------------------------------------------------------- both
+
+
+@functools.cache
+def block_config(target: str, ifm_shape: Shape3, ofm_shape: Shape3, kernel: Kernel, depthwise: bool) -> BlockConfig:
+    """The block configuration Vela's `FindBlockConfig` picks on target for a CONV2D (or a DEPTHWISE_CONV2D) from
+    an int8 (height, width, depth) IFM to an (height, width, depth) OFM."""
+    arch = architecture_of(target)
+    if isinstance(arch, U55Architecture):
+        return _u55_block_config(arch, ifm_shape, ofm_shape, kernel, depthwise)
+    if depthwise:
+        return _u85_depthwise_block_config(arch, ifm_shape, ofm_shape, kernel)
+    return _u85_conv_block_config(arch, ifm_shape, ofm_shape, kernel)
+
+
+AXI_PORT_BYTES_PER_CYCLE = {"ethos-u55": 8, "ethos-u65": 16, "ethos-u85": 16}
+"""The bytes an AXI port moves per cycle, per product (Vela's `ArchitectureFeatures.__init__`,
+ethosu/vela/architecture_features.py `axi_port_bytes_per_cycle`)."""
+
+
+@dataclass(frozen=True)
+class Sram:
+    """The SRAM of a system config, where every memory mode eqsat prices keeps the feature maps: its bandwidth in
+    bytes per cycle (AXI port width times `Sram_ports_used` times `Sram_clock_scale`, as Vela's
+    `memory_bandwidths_per_cycle`), its latencies and its maximum burst length (vela.ini `Sram_*`)."""
+
+    bandwidth: float
+    read_latency: int
+    write_latency: int
+    burst_bytes: int
+
+
+@functools.cache
+def sram_of(target: str) -> Sram:
+    """The SRAM of target's default system config, from the vela.ini that configuration names (a section's keys,
+    then those of the sections it inherits from; Vela's defaults, 1 and 0, for keys it leaves out)."""
+    from eqsat.configuration import Configuration, product, read_vela_ini
+
+    configuration = Configuration.of(target)
+    ini = read_vela_ini(configuration)
+    section, values = f"System_Config.{configuration.system_config}", {}
+    while ini.has_section(section):
+        values = dict(ini.items(section)) | values
+        section = ini.get(section, "inherit", fallback="")
+    bandwidth = AXI_PORT_BYTES_PER_CYCLE[product(target)] * max(1, int(values.get("sram_ports_used", 1))) * float(values.get("sram_clock_scale", 1.0))
+    return Sram(bandwidth, int(values.get("sram_read_latency", 0)), int(values.get("sram_write_latency", 0)), int(values.get("sram_burst_length", 1)))
+
+
+def _burst(read: bool, block: Shape3, shape: Shape3, cores: int, brick: bool) -> int:
+    """`EstimateMemoryTransfer`'s burst, in bytes, for an int8 block of a tensor. In NHWC: a whole block row when
+    the block spans the tensor's depth (for a write, only up to 16 channels), else one position's channels (a
+    write at most 16 bytes per core, 64 in all). In brick format (NHCWB16): 16 channels of a block row (of each
+    core's, for a write)."""
+    if brick:
+        if shape[1] * 16 == block[2]:
+            return block[1] * block[2]
+        return 16 * block[1] * (1 if read else cores)
+    if read:
+        return block[1] * block[2] if shape[2] == block[2] else block[2]
+    if block[2] <= 16 and shape[2] == block[2]:
+        return block[1] * block[2]
+    return min(64, 16 * cores, block[2])
+
+
+def _memory_transfer(read: bool, block: Shape3, shape: Shape3, cores: int, sram: Sram, brick: bool, size: int | None = None) -> int:
+    """`EstimateMemoryTransfer` (both architectures) of `size` bytes (default: the block clipped to its tensor) of an
+    int8 tensor moved in blocks: scaled up where a burst (`_burst`) is shorter than the SRAM's longest."""
+    size = _elements(_shape_min(shape, block)) if size is None else size
+    return size * sram.burst_bytes // min(sram.burst_bytes, _burst(read, block, shape, cores, brick))
+
+
+def ao_cycles_per_element(target: str) -> float:
+    """`EstimateAOCyclesPerElement` for a convolution writing int8 with no fused activation: on Ethos-U55 its
+    `outputCycles[7]`, at least its `activationCycles[0]` (the activation index stays 0 without an activation);
+    on Ethos-U85 its `outputCycles[0]` (an 8-bit output)."""
+    arch = architecture_of(target)
+    if isinstance(arch, U55Architecture):
+        return max(arch.output_cycles[7], arch.activation_cycles[0])
+    return arch.output_cycles[0]
+
+
+@functools.cache
+def mac_op_cycles(target: str, ifm_shape: Shape3, ofm_shape: Shape3, kernel: Kernel, depthwise: bool, brick: bool) -> int:
+    """`EstimateMacOpCycles` (ethos_u55_performance.cpp, ethos_u85_performance.cpp) of a CONV2D or DEPTHWISE_CONV2D
+    (`OpScheduling::Single`, as `NetworkPerformance::EstimateFullOpPerformance` asks), over its block configuration
+    (`block_config`), with its feature maps in the target's SRAM (`sram_of`), in brick format (NHCWB16) or NHWC.
+
+    The output is covered by fractional OFM blocks of whole microblocks. Per block the MAC array takes its MAC
+    cycles, the output unit its output cycles (or the reads of the block's biases and scales, if slower), and the
+    command stream a quarter of both and of the difference between an IFM block's read and an OFM block's write:
+    the op costs the slowest of the three per block, once the other, and the first IFM block's read and the
+    last OFM block's write.
+    """
+    arch = architecture_of(target)
+    sram = sram_of(target)
+    config = block_config(target, ifm_shape, ofm_shape, kernel, depthwise)
+    if isinstance(arch, U55Architecture):
+        ublock = _u55_microblock(arch, ofm_shape, kernel, depthwise)
+        mac = _u55_mac_cycles_per_block(arch, config, ifm_shape, ofm_shape, kernel, ublock)
+    else:
+        ublock = config.microblock
+        mac = _u85_mac_cycles_per_block(arch, config, ifm_shape, ofm_shape, kernel)
+    ofm_block = _shape_min(ofm_shape, config.ofm_block)
+    blocks = _elements(_shape_div(ofm_shape, ublock)) / _elements(_shape_div(ofm_block, ublock))
+    output = max(math.ceil(ao_cycles_per_element(target) * _elements(ofm_block)), 10 * ofm_block[2] * sram.read_latency / 256)
+    ifm_read = sram.read_latency + int(_memory_transfer(True, config.ifm_block, ifm_shape, arch.cores, sram, brick) / sram.bandwidth)
+    ofm_write = sram.write_latency + int(_memory_transfer(False, config.ofm_block, ofm_shape, arch.cores, sram, brick) / sram.bandwidth)
+    command = ((abs(ofm_write - ifm_read) if blocks > 1 else 0) + mac + output) / 4
+    mac_balanced, output_balanced = max(mac, command), max(output, command)
+    if mac_balanced > output_balanced:
+        cycles = int(int(mac_balanced * blocks) + output_balanced)
+    else:
+        cycles = int(output_balanced * blocks + mac_balanced)
+    return cycles + ifm_read + ofm_write
+
+
+@dataclass(frozen=True)
+class ElementAccess:
+    """What regor's `MeasureElementAccess` and `ElementTransferToBytes` say a MAC operation moves over its block
+    configuration: `feature_maps` the bytes of IFM it reads (again for every OFM block and sub-kernel) and of OFM
+    it writes, in full SRAM bursts; `refetches` how often it reads its weights, biases and scales (once per OFM
+    block position)."""
+
+    feature_maps: int
+    refetches: int
+
+
+@functools.cache
+def element_access(target: str, ifm_shape: Shape3, ofm_shape: Shape3, kernel: Kernel, depthwise: bool, brick: bool) -> ElementAccess:
+    """`MeasureElementAccess` (ethos_u55_performance.cpp, ethos_u85_performance.cpp) of a CONV2D or DEPTHWISE_CONV2D
+    with int8 feature maps in brick format (NHCWB16: depths stored in 16s) or NHWC, and `ElementTransferToBytes`'s
+    burst scaling of them (`_memory_transfer`)."""
+    arch = architecture_of(target)
+    sram = sram_of(target)
+    config = block_config(target, ifm_shape, ofm_shape, kernel, depthwise)
+    ofm_blocks = _shape_div(ofm_shape, _shape_min(ofm_shape, config.ofm_block))
+    if depthwise:
+        ofm_blocks = (ofm_blocks[0], ofm_blocks[1], 1)
+    ifm_block = _shape_min(ifm_shape, config.ifm_block)
+    stored = (lambda depth: _round_away(depth, 16)) if brick else (lambda depth: depth)  # noqa: E731
+    subkernels = _div_round_up(kernel.width, SUBKERNEL_MAX[1]) * _div_round_up(kernel.height, SUBKERNEL_MAX[0])
+    ifm_read = ifm_block[0] * ifm_block[1] * stored(ifm_shape[2]) * subkernels * _elements(ofm_blocks)
+    ofm_write = ofm_shape[0] * ofm_shape[1] * stored(ofm_shape[2])
+    transfer = _memory_transfer(True, config.ifm_block, ifm_shape, arch.cores, sram, brick, ifm_read)
+    transfer += _memory_transfer(False, config.ofm_block, ofm_shape, arch.cores, sram, brick, ofm_write)
+    return ElementAccess(transfer, ofm_blocks[0] * ofm_blocks[1])

@@ -1,0 +1,82 @@
+"""eqsat.extract.blocks follows regor's block search and estimator: a lone convolution's NPU cycles in Vela are what
+`mac_op_cycles` computes over the block configuration `block_config` picks (on Ethos-U55 where Vela does not buffer the
+weights: it adds their first transfer from flash, which `mac_op_cycles` leaves to the fit)."""
+
+import pytest
+
+from eqsat.calibration.graphs import Sample, build_tosa, conv_geometry
+from eqsat.extract import blocks
+from eqsat.vela import estimate
+
+
+def vela_npu_cycles(kind, target, params):
+    graph, _ = build_tosa([Sample(kind, params)])
+    return estimate(graph, target).cycles_npu
+
+
+def estimated(kind, target, p, brick=False):
+    depthwise = kind == "depthwise_conv2d"
+    cin, cout = (p["c"], p["c"]) if depthwise else (p["cin"], p["cout"])
+    _, oh, ow = conv_geometry(p["h"], p["w"], p["k"], p["stride"])
+    kernel = blocks.Kernel(p["k"], p["k"], p["stride"], p["stride"])
+    return blocks.mac_op_cycles(target, (p["h"], p["w"], cin), (oh, ow, cout), kernel, depthwise, brick)
+
+
+LONE_CONVOLUTIONS = [
+    ("ethos-u85-256", "conv2d", dict(h=8, w=8, cin=16, cout=17, k=1, stride=1)),  # one channel over a 16-deep block
+    ("ethos-u85-256", "conv2d", dict(h=32, w=32, cin=16, cout=16, k=3, stride=1)),
+    ("ethos-u85-512", "depthwise_conv2d", dict(h=16, w=16, c=17, k=3, stride=1)),
+    ("ethos-u85-1024", "conv2d", dict(h=16, w=16, cin=33, cout=16, k=3, stride=2)),  # one channel over a 32-deep IFM block
+    ("ethos-u85-1024", "conv2d", dict(h=16, w=16, cin=1, cout=32, k=3, stride=1)),  # 2:4 sparse weights
+    ("ethos-u85-2048", "conv2d", dict(h=16, w=16, cin=64, cout=64, k=1, stride=1)),
+    ("ethos-u85-2048", "conv2d", dict(h=16, w=16, cin=64, cout=65, k=1, stride=1)),
+    ("ethos-u55-32", "depthwise_conv2d", dict(h=8, w=8, c=4, k=3, stride=2)),
+    ("ethos-u55-32", "depthwise_conv2d", dict(h=8, w=8, c=5, k=3, stride=2)),  # one channel over a 4-deep microblock
+    ("ethos-u55-64", "conv2d", dict(h=1, w=16, cin=32, cout=9, k=1, stride=1)),
+    ("ethos-u55-128", "conv2d", dict(h=2, w=8, cin=40, cout=24, k=1, stride=1)),
+    ("ethos-u55-256", "conv2d", dict(h=1, w=8, cin=33, cout=16, k=1, stride=1)),  # 1x4 microblocks over one row
+]
+
+
+@pytest.mark.parametrize("target, kind, params", LONE_CONVOLUTIONS, ids=lambda v: str(v) if isinstance(v, str) else None)
+def test_a_lone_convolution_costs_in_vela_what_regors_estimate_over_its_block_configuration_says(target, kind, params):
+    assert estimated(kind, target, params) == vela_npu_cycles(kind, target, params)
+
+
+def test_an_output_depth_one_over_a_block_costs_what_vela_charges_not_what_its_macs_say():
+    """On Ethos-U55-32 (4-deep microblocks) a depthwise convolution of 5 channels costs 1.87 times one of 4 in Vela, for
+    1.25 times the MACs; on Ethos-U85-2048 a 1x1 convolution to 65 channels costs less than one to 64 (another block)."""
+    small, over = (dict(h=8, w=8, c=c, k=3, stride=2) for c in (4, 5))
+    assert vela_npu_cycles("depthwise_conv2d", "ethos-u55-32", over) > 1.5 * vela_npu_cycles("depthwise_conv2d", "ethos-u55-32", small)
+    assert estimated("depthwise_conv2d", "ethos-u55-32", over) > 1.5 * estimated("depthwise_conv2d", "ethos-u55-32", small)
+    full, over = (dict(h=16, w=16, cin=64, cout=c, k=1, stride=1) for c in (64, 65))
+    assert vela_npu_cycles("conv2d", "ethos-u85-2048", over) < vela_npu_cycles("conv2d", "ethos-u85-2048", full)
+    assert estimated("conv2d", "ethos-u85-2048", over) < estimated("conv2d", "ethos-u85-2048", full)
+
+
+def test_a_convolution_between_two_others_reads_and_writes_brick_format():
+    """Three 1x1 convolutions of 32 channels over 25x5 positions on Ethos-U85-2048: Vela stores the two tensors between
+    them in brick format (NHCWB16) and the middle one costs `mac_op_cycles(..., brick=True)`, less than it alone."""
+    from eqsat.calibration.graphs import _conv, _Graph
+
+    target, conv = "ethos-u85-2048", dict(h=25, w=5, cin=32, cout=32, k=1, stride=1)
+    g = _Graph()
+    y = g.input([1, 25, 5, 32], "int8")
+    for role in ("first", "middle", "last"):
+        y, _ = _conv(g, role, y, conv)
+    g.output(y)
+    first, middle, last = estimate(g.tosa.serialize(), target).layers
+    assert middle.cycles_npu == estimated("conv2d", target, conv, brick=True) < estimated("conv2d", target, conv)
+
+
+def test_sram_of_reads_the_default_system_configs_sram_from_vela_ini():
+    """Ethos-U55's High_End_Embedded SRAM: one 8-byte AXI port at the core clock; Ethos-U85's SYS_DRAM_Mid: two 16-byte
+    ports (vela.ini `Sram_ports_used=2`); both with 32-cycle latencies, bursts of 32 and 64 bytes."""
+    from eqsat.configuration import Configuration, read_vela_ini
+
+    for target, port_bytes in (("ethos-u55-128", 8), ("ethos-u85-256", 16)):
+        configuration = Configuration.of(target)
+        section = read_vela_ini(configuration)[f"System_Config.{configuration.system_config}"]
+        sram = blocks.sram_of(target)
+        assert sram.bandwidth == port_bytes * int(section.get("sram_ports_used", "1")) * float(section["sram_clock_scale"])
+        assert (sram.read_latency, sram.write_latency, sram.burst_bytes) == tuple(int(section[f"sram_{k}"]) for k in ("read_latency", "write_latency", "burst_length"))
