@@ -25,7 +25,9 @@ Overview
    on the NPU cycles with its form's features (`form_of`), and on the
    access cycles as the largest of one or more linear pieces
    (`access_forms_of`, `fit_max_of_linear`); the cost model
-   prices an op as the larger of the two, as Vela does per layer.
+   prices an op as the larger of the two, as Vela does per layer. A
+   `COMPUTED` family (Ethos-U85 transposes) is not fitted: eqsat computes
+   both as Vela's estimator does, and the samples only score it.
    Contexts are fitted on `Op Cycles`. Each sample is weighted by 1/cycles, so small and
    large shapes count alike. The UNWEIGHTED families average over contexts
    and are fitted unweighted.
@@ -56,11 +58,6 @@ _PASS_KINDS = ("021", "102", "210", "120", "201")
 FORMS = {
     # Ethos-U55: every pass is a 1x1 pooling; its cost depends on which axes it swaps.
     "u55:transpose": ("one", "passes", *(f"moved_{k}" for k in _PASS_KINDS), *(f"rows_{k}" for k in _PASS_KINDS)),
-    # Ethos-U85: native passes whose cost follows brick-aligned reads and writes, and the elements of passes
-    # that swap H and W, at half throughput (vela_cost.U85_HALF_THROUGHPUT).
-    "u85:transpose": ("one", "passes", "moved", "moved_hw", "padded_in", "padded_out", "rows_in", "rows_out"),
-    # Ethos-U85 with 2 or 4 cores (vela_cost.u85_transposes_by_blocks): brick-aligned reads and writes only.
-    "u85_multicore:transpose": ("one", "passes", "moved", "padded_in", "padded_out", "rows_in", "rows_out"),
     "concat": ("inputs", "elements", "rows"),
     # a whole-tensor MemoryCopy: its rows, the 16-byte bricks it writes, and its height
     "copy": ("one", "elements", "rows", "bricks", "height"),
@@ -103,31 +100,38 @@ ACCESS_PIECES = {
     # A transpose pass that writes less than a 16-byte brick per position has access cycles that grow with its
     # output plane times the plane's longer side: on Ethos-U85 (3, 9216) -> (9216, 3) costs 3110400 access
     # cycles (0.0366 per unit of that feature) and (3, 96, 96) -> (96, 96, 3) 43200 (0.0488), while their NPU
-    # cycles are about 74000 each. Single-core Ethos-U85 transposes follow the bytes regor charges instead
-    # (ACCESS_FORMS); Ethos-U55, multi-core Ethos-U85 and the slice copies Ethos-U85 writes transposed keep it.
+    # cycles are about 74000 each. Ethos-U85 transposes take the access cycles Vela computes instead
+    # (COMPUTED); Ethos-U55 and the slice copies Ethos-U85 writes transposed keep it.
     "transpose": (("narrow_hw_max",),),
     "slice_transpose": (("narrow_hw_max",),),
 }
 """Further linear pieces of a family's access model: it predicts the largest of its pieces."""
-ACCESS_FORMS = {
-    # Ethos-U85: the SRAM bytes regor charges a transpose pass (vela_cost.u85_transpose_access); its access cycles
-    # are the larger of their sum over the memory's bandwidth and the larger channel's bytes over the channel's
-    # (EthosU85Performance::MeasureAccessCycles): 1/32 and 1/20.48 cycles per byte in Vela's U85 system configurations.
-    "u85:transpose": (("block_reads", "block_writes"), ("block_channel",)),
+COMPUTED = {
+    # Ethos-U85 transposes: the NPU and SRAM access cycles of each pass as Vela's estimator computes them
+    # (blocks.u85_transpose_cycles), equal to Vela on most calibration samples. A fit would trade those for the
+    # few it misses (rank-2 transposes of thousands of positions): on Ethos-U85-2048 it gave 0.94 x block_npu
+    # + 11, 5% off every exact pass.
+    "u85:transpose": ("block_npu", "block_access"),
 }
-"""The pieces of a family's access model where they replace its NPU form, `ACCESS_FEATURES` and `ACCESS_PIECES`."""
-ACCESS_SEEDS = {"u85:transpose": 1.2}
-"""How far the first access piece must underestimate a sample for it to seed the others (`fit_max_of_linear`), where
-not 2: a transpose pass bound by its larger channel costs at most 32 / 20.48 = 1.56 times the bytes-over-bandwidth piece."""
+"""Families taken as computed, not fitted: their (NPU feature, access feature), each with coefficient 1 (the access
+piece in SRAM, where every memory mode eqsat prices keeps the feature maps); the samples only score them."""
+
+
+def computed_model(npu: list[Observation], access: list[Observation], features: tuple[str, str]) -> dict:
+    """A `COMPUTED` family's model: its features with coefficient 1, scored on the NPU and access samples."""
+
+    def scored(feature: str, observations_: list[Observation]) -> dict:
+        x, y = _matrix(observations_, (feature,))
+        return quality(x[:, 0] if len(x) else np.zeros(0), y)
+
+    npu_feature, access_feature = features
+    piece = {"features": [access_feature], "coef": [1.0], "memory": "sram"}
+    return {"features": [npu_feature], "coef": [1.0], **scored(npu_feature, npu), "access": {"pieces": [piece], **scored(access_feature, access)}}
 
 
 def _form_key(family: str, target: str) -> str:
-    """'<generation>:<kind>', the key of a family's forms on target (FORMS, ACCESS_FORMS, ACCESS_SEEDS)."""
-    kind = family.split("/", 1)[0]
-    generation = vela_cost.target_family(target)
-    if kind == "transpose" and generation == "u85" and not vela_cost.u85_transposes_by_blocks(target):
-        generation = "u85_multicore"
-    return f"{generation}:{kind}"
+    """'<generation>:<kind>', the key of a family's forms on target (FORMS, COMPUTED)."""
+    return f"{vela_cost.target_family(target)}:{family.split('/', 1)[0]}"
 
 
 def form_of(family: str, target: str) -> tuple[str, ...]:
@@ -139,8 +143,6 @@ def form_of(family: str, target: str) -> tuple[str, ...]:
 def access_forms_of(family: str, target: str) -> list[tuple[str, ...]]:
     """The features of each linear piece of a family's memory-access model (it predicts their maximum)."""
     kind = family.split("/", 1)[0]
-    if _form_key(family, target) in ACCESS_FORMS:
-        return list(ACCESS_FORMS[_form_key(family, target)])
     form = form_of(family, target)
     first = tuple(f for f in form if f not in NPU_ONLY)
     first += tuple(f for f in ACCESS_FEATURES.get(kind, ()) if f not in first)
@@ -167,9 +169,9 @@ def sample_config(sample: Sample, target: str) -> OpConfig:
     def elementwise(name: str, out: TensorType, args: list[TensorType]) -> OpConfig:
         return op_config(_term("Elementwise", len(args), (f"tosa.{name}.default#0",)), out, args, target)
 
-    if kind == "transpose":
+    if kind == "transpose":  # the graph's input and output: NHWC, not the brick format op_config prices
         out = _tt(transpose.output_shape(p["shape"], p["perm"]), p["dtype"])
-        return op_config(_term("Transpose", 1, (tuple(p["perm"]),)), out, [_tt(p["shape"], p["dtype"])], target)
+        return vela_cost.transpose_config(_tt(p["shape"], p["dtype"]), out, tuple(p["perm"]), target, brick=False)
     if kind == "concat":
         out = _tt(concat.output_shape(p["shapes"], p["axis"]), p["dtype"])
         args = [_tt(s, p["dtype"]) for s in p["shapes"]]
@@ -299,11 +301,15 @@ def fit_family(observations_: list[Observation], form: tuple[str, ...], weighted
 MAX_FIT_ROUNDS = 20
 
 
-def fit_max_of_linear(observations_: list[Observation], forms: list[tuple[str, ...]], weighted: bool = True, seed: float = 2.0) -> dict:
+SEED = 2.0
+"""How far the first piece of a max-of-linear model must underestimate a sample for it to seed the others."""
+
+
+def fit_max_of_linear(observations_: list[Observation], forms: list[tuple[str, ...]], weighted: bool = True) -> dict:
     """Fit y = max over pieces k of (coef_k · features_k), each piece by NNLS on the samples it explains.
 
-    The first piece is fitted on all samples; the samples it underestimates by more than a factor seed
-    (by default, by more than half) seed the other pieces; then each sample goes to the piece that predicts most for it, and the pieces
+    The first piece is fitted on all samples; the samples it underestimates by more than half (by more than a
+    factor SEED) seed the other pieces; then each sample goes to the piece that predicts most for it, and the pieces
     are refitted, until the assignment settles (at most MAX_FIT_ROUNDS rounds, deterministic).
     """
     if len(forms) == 1:
@@ -312,7 +318,7 @@ def fit_max_of_linear(observations_: list[Observation], forms: list[tuple[str, .
     xs = [_matrix(observations_, form)[0] for form in forms]
     y = _matrix(observations_, forms[0])[1]
     first = np.array(fit_family(observations_, forms[0], weighted)["coef"])
-    assign = np.where(y > seed * (xs[0] @ first), 1, 0)
+    assign = np.where(y > SEED * (xs[0] @ first), 1, 0)
     for _ in range(MAX_FIT_ROUNDS):
         coefs = []
         for k, form in enumerate(forms):
@@ -344,7 +350,7 @@ def binding(observations_: list[Observation], npu: dict[str, float]) -> list[Obs
     return found if len(found) >= MIN_BINDING else observations_
 
 
-def fit_access(observations_: list[Observation], per_memory: dict[str, list[Observation]], forms: list[tuple[str, ...]], weighted: bool = True, seed: float = 2.0) -> dict:
+def fit_access(observations_: list[Observation], per_memory: dict[str, list[Observation]], forms: list[tuple[str, ...]], weighted: bool = True) -> dict:
     """The memory-access model of a family: the largest of one model per memory, as Vela takes the largest
     of its per-memory access cycles (on Ethos-U55 a fully connected layer is bound by reading its weights
     from flash, a spatial convolution by its feature maps in SRAM: one linear model mixes the two).
@@ -356,11 +362,11 @@ def fit_access(observations_: list[Observation], per_memory: dict[str, list[Obse
     """
     used = {m: obs for m, obs in per_memory.items() if obs and max(o.cycles for o in obs) > 0}
     if not used:
-        return fit_max_of_linear(observations_, forms, weighted, seed)
+        return fit_max_of_linear(observations_, forms, weighted)
     pieces = []
     for memory, obs in used.items():
         own = [tuple(f for f in form if memory == "sram" or f not in SRAM_ONLY_FEATURES) for form in forms]
-        pieces += [{**piece, "memory": memory} for piece in fit_max_of_linear(obs, own, weighted, seed)["pieces"]]
+        pieces += [{**piece, "memory": memory} for piece in fit_max_of_linear(obs, own, weighted)["pieces"]]
     predicted = np.array([max(vela_cost._linear(piece, o.features) for piece in pieces) for o in observations_])
     return {"pieces": pieces, **quality(predicted, np.array([o.cycles for o in observations_]))}
 
@@ -529,6 +535,9 @@ def fit(records: list[dict], target: str, kept: dict[str, dict] | None = None) -
     for family, obs in sorted(_by_family(records, target, "npu").items()):
         if family.startswith("context/"):
             continue
+        if _form_key(family, target) in COMPUTED:
+            models[family] = computed_model(obs, _single_pass(access.get(family, [])), COMPUTED[_form_key(family, target)])
+            continue
         weighted = not family.startswith(UNWEIGHTED)
         models[family] = fit_family(obs, form_of(family, target), weighted)
         if family in access:
@@ -536,8 +545,7 @@ def fit(records: list[dict], target: str, kept: dict[str, dict] | None = None) -
             per_memory = {memory: _single_pass(found[family]) for memory, found in by_memory.items() if family in found}
             if "flash" in per_memory:
                 per_memory["flash"] = binding(per_memory["flash"], npu)
-            seed = ACCESS_SEEDS.get(_form_key(family, target), 2.0)
-            models[family]["access"] = fit_access(_single_pass(access[family]), per_memory, access_forms_of(family, target), weighted, seed)
+            models[family]["access"] = fit_access(_single_pass(access[family]), per_memory, access_forms_of(family, target), weighted)
     for family, obs in sorted(_by_family(records, target, "total").items()):
         if family.startswith("context/"):
             y = np.array([o.cycles for o in obs])

@@ -167,6 +167,14 @@ class U85Architecture:
     """The microblocks on which a convolution with int8 input runs (`SetupOfmUBlockToOpTable`, 8-bit column)."""
     depthwise_int8: tuple[Shape3, ...]
     """The microblocks on which a depthwise convolution with int8 input runs."""
+    pool_int16: tuple[Shape3, ...]
+    """The microblocks on which a pooling with 16-bit input runs (`SetupOfmUBlockToOpTable`, 16-bit column)."""
+    activation_cycles: tuple[float, float]
+    """The output unit's cycles per element for an activation or transpose at full and at half throughput
+    (`s_EthosU85PerfInfo`, `GetActivationCyclesPerElement`)."""
+    channel_read_buffers: tuple[int, ...]
+    """`channelRBs`: the read buffers of each DMA read channel (Mem2Mem, IFMStream, Weight, FastWeight, IFM, Scale),
+    which bound a channel's bandwidth (`EthosU85Performance::ChannelBW`)."""
 
 
 def _u85_architectures() -> dict[int, U85Architecture]:
@@ -183,26 +191,36 @@ def _u85_architectures() -> dict[int, U85Architecture]:
             128, 1, ((1, 2, 8), (1, 1, 16)), 8192, 8192, (0.5, 0.5, 0.5, 1.0, 1.0, 1.0),
             {(1, 2, 8): ((1, 2, 1), (1, 1, 2), (1, 1, 2)), (1, 1, 16): ((1, 2, 1), (1, 1, 2), (1, 1, 2))},
             conv_int8=((1, 2, 8),), depthwise_int8=((1, 1, 16),),
+            pool_int16=((1, 2, 8),),
+            activation_cycles=(0.5, 1.0), channel_read_buffers=(64, 64, 128, 128, 104, 16),
         ),
         256: U85Architecture(
             256, 1, ((1, 2, 16), (1, 4, 8), (2, 2, 8)), 16384, 16384, (0.25, 0.25, 0.25, 0.5, 0.5, 0.5),
             {(2, 2, 8): au["2x2"], (1, 2, 16): au["2x2"], (1, 4, 8): au["1x4"]},
             conv_int8=((1, 4, 8), (2, 2, 8)), depthwise_int8=((1, 2, 16),),
+            pool_int16=((2, 2, 8), (1, 4, 8)),
+            activation_cycles=(0.25, 0.5), channel_read_buffers=(104, 104, 128, 128, 128, 16),
         ),
         512: U85Architecture(
             512, 2, ((2, 2, 16), (1, 4, 16)), 16384, 32768, (0.125, 0.125, 0.25, 0.5, 0.25, 0.25),
             {(2, 2, 16): au["2x2"], (1, 4, 16): au["1x4"]},
             conv_int8=((2, 2, 16), (1, 4, 16)), depthwise_int8=((2, 2, 16), (1, 4, 16)),
+            pool_int16=((2, 2, 16), (1, 4, 16)),
+            activation_cycles=(0.125, 0.25), channel_read_buffers=(128, 128, 256, 256, 128, 16),
         ),
         1024: U85Architecture(
             1024, 4, ((2, 2, 32), (1, 4, 32), (2, 4, 16)), 16384, 65536, (0.0625, 0.125, 0.25, 0.5, 0.125, 0.25),
             {(2, 2, 32): au["1024"], (2, 4, 16): au["1024"], (1, 4, 32): au["1024-1x4"]},
             conv_int8=((2, 2, 32), (1, 4, 32), (2, 4, 16)), depthwise_int8=((2, 4, 16),),
+            pool_int16=((2, 4, 16),),
+            activation_cycles=(0.0625, 0.125), channel_read_buffers=(256, 256, 416, 208, 256, 16),
         ),
         2048: U85Architecture(
             2048, 4, ((2, 2, 64), (1, 4, 64), (4, 4, 16)), 32768, 131072, (0.03125, 0.0625, 0.125, 0.25, 0.0625, 0.125),
             {(2, 2, 64): au["2048"], (4, 4, 16): au["2048"], (1, 4, 64): au["2048-1x4"]},
             conv_int8=((2, 2, 64), (1, 4, 64), (4, 4, 16)), depthwise_int8=((4, 4, 16),),
+            pool_int16=((4, 4, 16),),
+            activation_cycles=(0.03125, 0.0625), channel_read_buffers=(256, 256, 512, 256, 256, 16),
         ),
     }
 
@@ -393,10 +411,12 @@ def _u85_part_kernel(in_depth: int, kernel: Kernel, sparse: bool) -> bool:
     return kernel_first >= in_depth / _round_away(in_depth, 128 if sparse else 64)
 
 
-def _u85_microblock(arch: U85Architecture, ofm_shape: Shape3, depthwise: bool) -> Shape3:
+def _u85_microblock(arch: U85Architecture, ofm_shape: Shape3, depthwise: bool, pool_int16: bool = False) -> Shape3:
     """`ArchEthosU85::FindUBlock`: of the microblocks the op runs on with int8 input (`IsUBlockValid`; the 1x1-kernel
-    exception of 128 and 256 MACs is for 16-bit input), the one that rounds the output up least (the first of equals)."""
-    valid = [u for u in arch.microblocks if u in (arch.depthwise_int8 if depthwise else arch.conv_int8)]
+    exception of 128 and 256 MACs is for 16-bit input), or a pooling with 16-bit input, the one that rounds the output
+    up least (the first of equals)."""
+    runs_on = arch.pool_int16 if pool_int16 else arch.depthwise_int8 if depthwise else arch.conv_int8
+    valid = [u for u in arch.microblocks if u in runs_on]
     return min(valid, key=lambda u: _elements(tuple(_round_away(s, b) for s, b in zip(ofm_shape, u))) - _elements(ofm_shape))
 
 
@@ -548,10 +568,11 @@ def _u85_area_fit(arch: U85Architecture, ofm_shape: Shape3, limit: Shape3, ifm_s
     return best
 
 
-def _u85_depthwise_block_config(arch: U85Architecture, ifm_shape: Shape3, ofm_shape: Shape3, kernel: Kernel) -> BlockConfig:
-    """`ArchEthosU85::FindDepthwiseConfig`, int8: `AreaFit`'s block, shrunk (height, then depth, then width) until
-    the IFM RAM also holds a further row of IFM when the block does not cover the output."""
-    ublock = _u85_microblock(arch, ofm_shape, True)
+def _u85_depthwise_block_config(arch: U85Architecture, ifm_shape: Shape3, ofm_shape: Shape3, kernel: Kernel, pool_int16: bool = False) -> BlockConfig:
+    """`ArchEthosU85::FindDepthwiseConfig`, int8 (or, for a pooling with 16-bit input, on its microblocks only):
+    `AreaFit`'s block, shrunk (height, then depth, then width) until the IFM RAM also holds a further row of IFM
+    when the block does not cover the output."""
+    ublock = _u85_microblock(arch, ofm_shape, True, pool_int16)
     granule = (ublock[0], ublock[1], U85_ACC_DEPTH_GRANULE)
     padded = tuple(_round_away(s, g) for s, g in zip(ofm_shape, granule))
     limit = _shape_min(padded, U85_OFM_BLOCK_MAX)
@@ -645,12 +666,16 @@ ethosu/vela/architecture_features.py `axi_port_bytes_per_cycle`)."""
 class Sram:
     """The SRAM of a system config, where every memory mode eqsat prices keeps the feature maps: its bandwidth in
     bytes per cycle (AXI port width times `Sram_ports_used` times `Sram_clock_scale`, as Vela's
-    `memory_bandwidths_per_cycle`), its latencies and its maximum burst length (vela.ini `Sram_*`)."""
+    `memory_bandwidths_per_cycle`), its latencies, its maximum burst length, the transactions it keeps in flight
+    and its ports (vela.ini `Sram_*`)."""
 
     bandwidth: float
     read_latency: int
     write_latency: int
     burst_bytes: int
+    max_reads: int = 1
+    max_writes: int = 1
+    ports: int = 1
 
 
 @functools.cache
@@ -665,31 +690,55 @@ def sram_of(target: str) -> Sram:
     while ini.has_section(section):
         values = dict(ini.items(section)) | values
         section = ini.get(section, "inherit", fallback="")
-    bandwidth = AXI_PORT_BYTES_PER_CYCLE[product(target)] * max(1, int(values.get("sram_ports_used", 1))) * float(values.get("sram_clock_scale", 1.0))
-    return Sram(bandwidth, int(values.get("sram_read_latency", 0)), int(values.get("sram_write_latency", 0)), int(values.get("sram_burst_length", 1)))
+    ports = max(1, int(values.get("sram_ports_used", 1)))
+    return Sram(
+        AXI_PORT_BYTES_PER_CYCLE[product(target)] * ports * float(values.get("sram_clock_scale", 1.0)),
+        int(values.get("sram_read_latency", 0)),
+        int(values.get("sram_write_latency", 0)),
+        int(values.get("sram_burst_length", 1)),
+        int(values.get("sram_max_reads", 1)),
+        int(values.get("sram_max_writes", 1)),
+        ports,
+    )
 
 
-def _burst(read: bool, block: Shape3, shape: Shape3, cores: int, brick: bool) -> int:
-    """`EstimateMemoryTransfer`'s burst, in bytes, for an int8 block of a tensor. In NHWC: a whole block row when
-    the block spans the tensor's depth (for a write, only up to 16 channels), else one position's channels (a
-    write at most 16 bytes per core, 64 in all). In brick format (NHCWB16): 16 channels of a block row (of each
-    core's, for a write)."""
+def _burst(read: bool, block: Shape3, shape: Shape3, cores: int, brick: bool, element_bytes: int = 1) -> int:
+    """`EstimateMemoryTransfer`'s burst, in bytes, for a block of a tensor. In NHWC: a whole block row when the
+    block spans the tensor's depth (for a write, only up to 16 channels), else one position's channels (a write
+    at most 16 elements per core, 64 bytes in all). In brick format (NHCWB16): 16 channels of a block row (of
+    each core's, for a write). regor compares a row's bytes with the block's depth in elements, as here."""
     if brick:
-        if shape[1] * 16 == block[2]:
-            return block[1] * block[2]
-        return 16 * block[1] * (1 if read else cores)
+        if shape[1] * 16 * element_bytes == block[2]:
+            return block[1] * block[2] * element_bytes
+        return 16 * element_bytes * block[1] * (1 if read else cores)
     if read:
-        return block[1] * block[2] if shape[2] == block[2] else block[2]
-    if block[2] <= 16 and shape[2] == block[2]:
-        return block[1] * block[2]
-    return min(64, 16 * cores, block[2])
+        return (block[1] if shape[2] * element_bytes == block[2] else 1) * block[2] * element_bytes
+    if block[2] <= 16 and shape[2] * element_bytes == block[2]:
+        return block[1] * block[2] * element_bytes
+    return min(64, 16 * element_bytes * cores, block[2] * element_bytes)
 
 
-def _memory_transfer(read: bool, block: Shape3, shape: Shape3, cores: int, sram: Sram, brick: bool, size: int | None = None) -> int:
-    """`EstimateMemoryTransfer` (both architectures) of `size` bytes (default: the block clipped to its tensor) of an
-    int8 tensor moved in blocks: scaled up where a burst (`_burst`) is shorter than the SRAM's longest."""
-    size = _elements(_shape_min(shape, block)) if size is None else size
-    return size * sram.burst_bytes // min(sram.burst_bytes, _burst(read, block, shape, cores, brick))
+def _memory_transfer(
+    read: bool, block: Shape3, shape: Shape3, cores: int, sram: Sram, brick: bool, size: int | None = None, element_bytes: int = 1
+) -> int:
+    """`EstimateMemoryTransfer` (both architectures) of `size` bytes (default: the block clipped to its tensor) of a
+    tensor moved in blocks: scaled up where a burst (`_burst`) is shorter than the SRAM's longest."""
+    size = _elements(_shape_min(shape, block)) * element_bytes if size is None else size
+    return size * sram.burst_bytes // min(sram.burst_bytes, _burst(read, block, shape, cores, brick, element_bytes))
+
+
+def _block_op_cycles(mac: float, output: float, blocks: float, ifm_read: int, ofm_write: int) -> int:
+    """`EstimateMacOpCycles`' sum over an op's OFM blocks (`OpScheduling::Single`), given per block the MAC array's
+    cycles and the output unit's: the command stream takes a quarter of both and of the difference between an IFM
+    block's read and an OFM block's write; the op costs the slowest of the three per block, once the other, and
+    the first IFM block's read and the last OFM block's write."""
+    command = ((abs(ofm_write - ifm_read) if blocks > 1 else 0) + mac + output) / 4
+    mac_balanced, output_balanced = max(mac, command), max(output, command)
+    if mac_balanced > output_balanced:
+        cycles = int(int(mac_balanced * blocks) + output_balanced)
+    else:
+        cycles = int(output_balanced * blocks + mac_balanced)
+    return cycles + ifm_read + ofm_write
 
 
 def ao_cycles_per_element(target: str) -> float:
@@ -728,13 +777,7 @@ def mac_op_cycles(target: str, ifm_shape: Shape3, ofm_shape: Shape3, kernel: Ker
     output = max(math.ceil(ao_cycles_per_element(target) * _elements(ofm_block)), 10 * ofm_block[2] * sram.read_latency / 256)
     ifm_read = sram.read_latency + int(_memory_transfer(True, config.ifm_block, ifm_shape, arch.cores, sram, brick) / sram.bandwidth)
     ofm_write = sram.write_latency + int(_memory_transfer(False, config.ofm_block, ofm_shape, arch.cores, sram, brick) / sram.bandwidth)
-    command = ((abs(ofm_write - ifm_read) if blocks > 1 else 0) + mac + output) / 4
-    mac_balanced, output_balanced = max(mac, command), max(output, command)
-    if mac_balanced > output_balanced:
-        cycles = int(int(mac_balanced * blocks) + output_balanced)
-    else:
-        cycles = int(output_balanced * blocks + mac_balanced)
-    return cycles + ifm_read + ofm_write
+    return _block_op_cycles(mac, output, blocks, ifm_read, ofm_write)
 
 
 @dataclass(frozen=True)
@@ -767,3 +810,78 @@ def element_access(target: str, ifm_shape: Shape3, ofm_shape: Shape3, kernel: Ke
     transfer = _memory_transfer(True, config.ifm_block, ifm_shape, arch.cores, sram, brick, ifm_read)
     transfer += _memory_transfer(False, config.ofm_block, ofm_shape, arch.cores, sram, brick, ofm_write)
     return ElementAccess(transfer, ofm_blocks[0] * ofm_blocks[1])
+
+
+# ---------------------------------------------------------------- Ethos-U85 transposes
+
+U85_HALF_THROUGHPUT = frozenset({(1, 0, 2), (1, 2, 0), (2, 1, 0)})
+"""The 3D permutations that move H to W or W to H (regor's NWHC, NWCH, NCWH): Ethos-U85's output unit runs them at
+half its throughput (`GetActivationCyclesPerElement`)."""
+
+
+def channel_bandwidth(target: str, write: bool) -> float:
+    """`EthosU85Performance::ChannelBW` of target's SRAM, in bytes per cycle, for the IFM read channel or the write
+    channel: the memory's bandwidth, or less where its latency over the transactions in flight (80% of its maximum,
+    at most the channel's read buffers in bursts) limits it: 20.48 bytes per cycle for the SRAM of Vela's Ethos-U85
+    system configs, against 32 for the memory."""
+    arch, sram = architecture_of(target), sram_of(target)
+    f32 = np.float32  # regor computes it in single precision, which its callers' truncations see
+    if write:
+        outstanding, latency, read_buffers = sram.max_writes, sram.write_latency, f32(np.inf)
+    else:
+        ifm_channel = 4  # MemChannel::IFM, less one: channelRBs has no entry for MemChannel::None
+        outstanding, latency = sram.max_reads, sram.read_latency
+        read_buffers = f32(arch.channel_read_buffers[ifm_channel]) / f32(max(sram.burst_bytes // 16, 1))
+    transactions = min(read_buffers, f32(outstanding * sram.ports * 0.8))
+    return float(min(f32(sram.bandwidth), f32(float(f32(sram.burst_bytes) * transactions / f32(latency)) * 0.8)))
+
+
+@functools.cache
+def u85_transpose_cycles(target: str, shape3: Shape3, perm3: Shape3, element_bytes: int, brick_in: bool = False, brick_out: bool = False) -> tuple[int, int]:
+    """(NPU cycles, SRAM access cycles) of one Ethos-U85 transpose pass of 3D input shape3, as Vela's estimator
+    computes them.
+
+    regor runs the pass as a 1x1 average pool (`ArchEthosU85::UseAvgPoolNop`) that writes its output permuted. Its
+    block is the one `FindDepthwiseConfig` picks for the unpermuted map (`block_config`), clipped to the permuted
+    OFM; `EstimateMacOpCycles` counts the OFM blocks of the permuted map, each a pooling step of 4 cycles per
+    microblock per byte pair of input (`EstimateMacCyclesPerBlock`, `Pooling`) and an output-unit pass at the
+    slower of the output rate and the transpose's (`EstimateAOCyclesPerElement`: an H <-> W swap at half
+    throughput). `MeasureElementAccess` counts the same blocks, each reading its IFM block (in the input's
+    orientation) at the input's whole depth, so a pass that swaps a long axis with a short one re-reads its input once per block (a (64, 2, 8) ->
+    (2, 64, 8) swap on Ethos-U85-256: 6400 access cycles against 1629 NPU); `EstimateMemoryTransfer` scales both
+    by their bursts, and `MeasureAccessCycles` takes the larger of all bytes over the memory's bandwidth and each
+    channel's over its own (`channel_bandwidth`).
+
+    Equal to Vela (to a cycle) on 125-130 of the 130 int8 one-pass calibration samples of each Ethos-U85 size for
+    the access cycles and on 95-114 for the NPU cycles; the misses are rank-2 transposes of thousands of
+    positions (up to 2x on Ethos-U85-2048). int16 and int32 passes (op cycles within 0.4% and 4% of Vela) are
+    searched with int8's IFM allocation units; an int16 pass on its own microblocks.
+    """
+    arch, sram = architecture_of(target), sram_of(target)
+    assert isinstance(arch, U85Architecture)
+    config = _u85_depthwise_block_config(arch, shape3, shape3, Kernel(1, 1), pool_int16=element_bytes == 2)
+    out = (shape3[perm3[0]], shape3[perm3[1]], shape3[perm3[2]])
+    ofm_block = _shape_min(out, config.ofm_block)
+    microblocks = _shape_div(ofm_block, config.microblock)
+    mac = 4 * _elements(microblocks) * 4 * element_bytes + (2 if microblocks == (1, 1, 1) else 0)
+    blocks = _elements(_shape_div(out, config.microblock)) / _elements(microblocks)
+    output_rate = arch.output_cycles[{1: 0, 2: 1}.get(element_bytes, 2)]
+    per_element = max(output_rate, arch.activation_cycles[perm3 in U85_HALF_THROUGHPUT])
+    output = math.ceil(per_element * _elements(ofm_block))
+    ifm_read = sram.read_latency + int(_memory_transfer(True, config.ifm_block, shape3, arch.cores, sram, brick_in, None, element_bytes) / sram.bandwidth)
+    ofm_write = sram.write_latency + int(_memory_transfer(False, config.ofm_block, out, arch.cores, sram, brick_out, None, element_bytes) / sram.bandwidth)
+    npu = _block_op_cycles(mac, output, blocks, ifm_read, ofm_write)
+
+    stored = lambda depth, brick: _round_away(depth, 16) if brick else depth  # noqa: E731  (NHCWB16 stores depths in 16s)
+    ofm_blocks = math.ceil(out[0] / ofm_block[0]) * math.ceil(out[1] / ofm_block[1])
+    ifm_block = config.ifm_block
+    fetched = min(shape3[0], ifm_block[0]) * min(shape3[1], ifm_block[1]) * stored(shape3[2], brick_in) * ofm_blocks  # elements: regor scales them, not bytes
+    reads = _memory_transfer(True, ifm_block, shape3, arch.cores, sram, brick_in, fetched, element_bytes)
+    writes = _memory_transfer(False, config.ofm_block, out, arch.cores, sram, brick_out, out[0] * out[1] * stored(out[2], brick_out), element_bytes)
+    f32 = np.float32
+    access = max(
+        int(f32(reads + writes) / f32(sram.bandwidth)),
+        int(f32(reads) / f32(channel_bandwidth(target, False))),
+        int(f32(writes) / f32(channel_bandwidth(target, True))),
+    )
+    return npu, access

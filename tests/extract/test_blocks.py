@@ -1,6 +1,7 @@
 """eqsat.extract.blocks follows regor's block search and estimator: a lone convolution's NPU cycles in Vela are what
 `mac_op_cycles` computes over the block configuration `block_config` picks (on Ethos-U55 where Vela does not buffer the
-weights: it adds their first transfer from flash, which `mac_op_cycles` leaves to the fit)."""
+weights: it adds their first transfer from flash, which `mac_op_cycles` leaves to the fit), and a lone Ethos-U85
+transpose pass's NPU and access cycles are what `u85_transpose_cycles` computes."""
 
 import pytest
 
@@ -80,3 +81,31 @@ def test_sram_of_reads_the_default_system_configs_sram_from_vela_ini():
         sram = blocks.sram_of(target)
         assert sram.bandwidth == port_bytes * int(section.get("sram_ports_used", "1")) * float(section["sram_clock_scale"])
         assert (sram.read_latency, sram.write_latency, sram.burst_bytes) == tuple(int(section[f"sram_{k}"]) for k in ("read_latency", "write_latency", "burst_length"))
+
+
+LONE_TRANSPOSES = [
+    # (64, 2, 8) -> (2, 64, 8): one block of the whole map, counted as 32 blocks that each re-read it: access binds
+    *(("ethos-u85-" + macs, (64, 2, 8), (1, 0, 2), "int8") for macs in ("128", "256", "512", "1024", "2048")),
+    ("ethos-u85-256", (32, 32, 16), (1, 0, 2), "int8"),  # square blocks: the input is read about once, the NPU binds
+    ("ethos-u85-2048", (12, 12, 7), (2, 0, 1), "int8"),  # C -> H: a narrow write
+    ("ethos-u85-512", (3, 64, 24), (2, 1, 0), "int8"),  # H <-> W at half throughput, on one of two microblocks
+    ("ethos-u85-128", (16, 4, 8), (1, 2, 0), "int16"),  # int16 runs on its own microblocks on Ethos-U85-128 and -256
+    ("ethos-u85-256", (24, 5, 12), (2, 0, 1), "int32"),
+]
+
+
+@pytest.mark.parametrize("target, shape, perm, dtype", LONE_TRANSPOSES, ids=str)
+def test_a_lone_ethos_u85_transpose_costs_in_vela_what_regors_estimate_says(target, shape, perm, dtype):
+    graph, _ = build_tosa([Sample("transpose", dict(shape=list(shape), perm=list(perm), dtype=dtype))])
+    (layer,) = estimate(graph, target).layers
+    element_bytes = {"int8": 1, "int16": 2, "int32": 4}[dtype]
+    assert blocks.u85_transpose_cycles(target, shape, perm, element_bytes) == (layer.cycles_npu, layer.cycles_access)
+
+
+def test_the_sram_channels_of_ethos_u85_are_slower_than_the_sram():
+    """`ChannelBW` in Vela's SYS_DRAM_Mid: 8 transactions in flight on each of 2 ports, 80% used, 64-byte bursts over a
+    32-cycle latency, 80% again: 20.48 bytes per cycle for a read or a write, against the memory's 32."""
+    sram = blocks.sram_of("ethos-u85-256")
+    assert (sram.max_reads, sram.max_writes, sram.ports, sram.bandwidth) == (8, 8, 2, 32.0)
+    assert blocks.channel_bandwidth("ethos-u85-256", write=False) == pytest.approx(20.48)
+    assert blocks.channel_bandwidth("ethos-u85-256", write=True) == pytest.approx(20.48)
