@@ -425,6 +425,17 @@ def _ceil_to(value: int, multiple: int) -> int:
     return -(-value // multiple) * multiple
 
 
+def u85_transposes_computed(target: str) -> bool:
+    """Whether target's transposes are priced as Vela's estimator computes them (`blocks.u85_transpose_cycles`):
+    an Ethos-U85 with one core. Ethos-U85-512/1024/2048 keep the fit on brick-aligned reads and writes: priced as
+    computed, their transposes came out as Vela estimates them (zoo error 9.4/6.8/14.5% -> 3.0/2.9/6.7% mean), but
+    eqsat then rewrote tds-conv1d into graphs Vela ran 0.4/2.4/3.4% slower. The transposes of the rewrite were
+    cheaper (Ethos-U85-1024: transposes and convolutions 7161 -> 6415 cycles); it broke the chaining of an ADD into
+    the op in front of it (regor `EthosU85OpGroup::Chain`, which the model does not follow: +3756 cycles of ADDs and
+    RESCALEs), and the fit's overestimate of those transposes had kept eqsat from it."""
+    return target.startswith("ethos-u85") and blocks.U85_ARCHITECTURES[int(target.rsplit("-", 1)[1])].cores == 1
+
+
 def transpose_config(x: TensorType | None, out: TensorType | None, perm: tuple[int, ...], target: str, brick: bool = True) -> OpConfig:
     """A TRANSPOSE's family and features, per pass of Vela's decomposition (`transpose_passes`). On Ethos-U85 a
     pass carries the NPU and access cycles Vela's estimator computes for it (`blocks.u85_transpose_cycles`), its
@@ -461,7 +472,7 @@ def transpose_config(x: TensorType | None, out: TensorType | None, perm: tuple[i
                 "narrow_hw_max": float(out3[0] * out3[1] * max(out3[0], out3[1])) if out3[2] * _bytes(x) < 16 else 0.0,
             }
         )
-        if family == "u85":
+        if u85_transposes_computed(target):
             npu, access = blocks.u85_transpose_cycles(target, shape3, perm3, _bytes(x), brick and i == 0, brick and i == len(decomposed) - 1)
             passes[-1].update(block_npu=float(npu), block_access=float(access))
     features: dict[str, float] = {}
