@@ -57,6 +57,10 @@ import numpy as np
 Shape3 = tuple[int, int, int]
 """(height, width, depth)."""
 
+CACHED_SHAPES = 1 << 14
+"""How many op shapes each search below keeps the answer for (least recently used out): a long-lived process that
+lowers many models holds a bounded table."""
+
 SUBKERNEL_MAX = (8, 8)
 """The largest kernel (height, width) the MAC unit runs in one pass; larger kernels are split into sub-kernels
 (`ArchEthosU55::_subkernelMax`, `ArchEthosU85::_subkernelMax`, `s_SubkernelLimits`)."""
@@ -645,7 +649,7 @@ def _u85_mac_cycles_per_block(arch: U85Architecture, config: BlockConfig, ifm_sh
 # ---------------------------------------------------------------- both
 
 
-@functools.cache
+@functools.lru_cache(maxsize=CACHED_SHAPES)
 def block_config(target: str, ifm_shape: Shape3, ofm_shape: Shape3, kernel: Kernel, depthwise: bool) -> BlockConfig:
     """The block configuration Vela's `FindBlockConfig` picks on target for a CONV2D (or a DEPTHWISE_CONV2D) from
     an int8 (height, width, depth) IFM to an (height, width, depth) OFM."""
@@ -751,7 +755,7 @@ def ao_cycles_per_element(target: str) -> float:
     return arch.output_cycles[0]
 
 
-@functools.cache
+@functools.lru_cache(maxsize=CACHED_SHAPES)
 def mac_op_cycles(target: str, ifm_shape: Shape3, ofm_shape: Shape3, kernel: Kernel, depthwise: bool, brick: bool) -> int:
     """`EstimateMacOpCycles` (ethos_u55_performance.cpp, ethos_u85_performance.cpp) of a CONV2D or DEPTHWISE_CONV2D
     (`OpScheduling::Single`, as `NetworkPerformance::EstimateFullOpPerformance` asks), over its block configuration
@@ -791,7 +795,7 @@ class ElementAccess:
     refetches: int
 
 
-@functools.cache
+@functools.lru_cache(maxsize=CACHED_SHAPES)
 def element_access(target: str, ifm_shape: Shape3, ofm_shape: Shape3, kernel: Kernel, depthwise: bool, brick: bool) -> ElementAccess:
     """`MeasureElementAccess` (ethos_u55_performance.cpp, ethos_u85_performance.cpp) of a CONV2D or DEPTHWISE_CONV2D
     with int8 feature maps in brick format (NHCWB16: depths stored in 16s) or NHWC, and `ElementTransferToBytes`'s
@@ -836,7 +840,7 @@ def channel_bandwidth(target: str, write: bool) -> float:
     return float(min(f32(sram.bandwidth), f32(float(f32(sram.burst_bytes) * transactions / f32(latency)) * 0.8)))
 
 
-@functools.cache
+@functools.lru_cache(maxsize=CACHED_SHAPES)
 def u85_transpose_cycles(target: str, shape3: Shape3, perm3: Shape3, element_bytes: int, brick_in: bool = False, brick_out: bool = False) -> tuple[int, int]:
     """(NPU cycles, SRAM access cycles) of one Ethos-U85 transpose pass of 3D input shape3, as Vela's estimator
     computes them.
@@ -847,15 +851,16 @@ def u85_transpose_cycles(target: str, shape3: Shape3, perm3: Shape3, element_byt
     microblock per byte pair of input (`EstimateMacCyclesPerBlock`, `Pooling`) and an output-unit pass at the
     slower of the output rate and the transpose's (`EstimateAOCyclesPerElement`: an H <-> W swap at half
     throughput). `MeasureElementAccess` counts the same blocks, each reading its IFM block (in the input's
-    orientation) at the input's whole depth, so a pass that swaps a long axis with a short one re-reads its input once per block (a (64, 2, 8) ->
-    (2, 64, 8) swap on Ethos-U85-256: 6400 access cycles against 1629 NPU); `EstimateMemoryTransfer` scales both
-    by their bursts, and `MeasureAccessCycles` takes the larger of all bytes over the memory's bandwidth and each
-    channel's over its own (`channel_bandwidth`).
+    orientation) at the input's whole depth, so a pass that swaps a long axis with a short one re-reads its input
+    once per block (a (64, 2, 8) -> (2, 64, 8) swap on Ethos-U85-256: 6400 access cycles against 1629 NPU);
+    `EstimateMemoryTransfer` scales both by their bursts, and `MeasureAccessCycles` takes the larger of all bytes
+    over the memory's bandwidth and each channel's over its own (`channel_bandwidth`).
 
-    Equal to Vela (to a cycle) on 125-130 of the 130 int8 one-pass calibration samples of each Ethos-U85 size for
-    the access cycles and on 95-114 for the NPU cycles; the misses are rank-2 transposes of thousands of
-    positions (up to 2x on Ethos-U85-2048). int16 and int32 passes (op cycles within 0.4% and 4% of Vela) are
-    searched with int8's IFM allocation units; an int16 pass on its own microblocks.
+    On the 130 int8 one-pass calibration samples of each Ethos-U85 size the access cycles equal Vela's on all 130
+    and the NPU cycles on 116-130 (all on Ethos-U85-128); the misses are rank-2 transposes of thousands of
+    positions, whose block regor searches under a permuted maximum (not followed here). int16 and int32 passes
+    (op cycles within 0.4% and 4% of Vela on Ethos-U85-128/256) are searched with int8's IFM allocation units; an
+    int16 pass on its own microblocks.
     """
     arch, sram = architecture_of(target), sram_of(target)
     assert isinstance(arch, U85Architecture)

@@ -26,8 +26,8 @@ Vela's `cycles_total`, the inference estimate. A transpose is priced pass
 by pass: a pass that writes a small innermost dimension is memory-bound
 (a (3, 9216) -> (9216, 3) transpose on Ethos-U85: 73816 NPU cycles,
 3110400 access cycles), while the same data moved as (3, 96, 96) ->
-(96, 96, 3) is bound by its 73997 NPU cycles. On Ethos-U85 both are what
-Vela's estimator computes for the pass (`blocks.u85_transpose_cycles`):
+(96, 96, 3) is bound by its 73997 NPU cycles. On one-core Ethos-U85 both are
+what Vela's estimator computes for the pass (`blocks.u85_transpose_cycles`):
 regor counts a transpose's OFM blocks in the wrong orientation, so a pass that
 swaps a long axis with a short one re-reads its input once per (long / short)
 block: a (64, 2, 8) -> (2, 64, 8) swap costs 6400 access cycles against 1629
@@ -49,7 +49,8 @@ What each op costs
 - TRANSPOSE: the sum over the 3D swap passes that Vela's decomposition
   (a selection sort of the axes, as in regor's DecomposeTranspose and
   SwapAxes; see `transpose_passes`) produces for this shape and
-  permutation, each pass fitted per dtype. Permutations that only move unit
+  permutation, each pass fitted per dtype (on one-core Ethos-U85 computed,
+  `u85_transposes_computed`). Permutations that only move unit
   dimensions cost 0 (they are reshapes). On Ethos-U55 a transpose that
   Vela cannot run costs `math.inf` (see "Infeasible configurations").
 - CONCAT: one MemoryCopy per input, priced as measured behind producers on
@@ -433,12 +434,12 @@ def u85_transposes_computed(target: str) -> bool:
     cheaper (Ethos-U85-1024: transposes and convolutions 7161 -> 6415 cycles); it broke the chaining of an ADD into
     the op in front of it (regor `EthosU85OpGroup::Chain`, which the model does not follow: +3756 cycles of ADDs and
     RESCALEs), and the fit's overestimate of those transposes had kept eqsat from it."""
-    return target.startswith("ethos-u85") and blocks.U85_ARCHITECTURES[int(target.rsplit("-", 1)[1])].cores == 1
+    return target.startswith("ethos-u85") and blocks.architecture_of(target).cores == 1
 
 
 def transpose_config(x: TensorType | None, out: TensorType | None, perm: tuple[int, ...], target: str, brick: bool = True) -> OpConfig:
-    """A TRANSPOSE's family and features, per pass of Vela's decomposition (`transpose_passes`). On Ethos-U85 a
-    pass carries the NPU and access cycles Vela's estimator computes for it (`blocks.u85_transpose_cycles`), its
+    """A TRANSPOSE's family and features, per pass of Vela's decomposition (`transpose_passes`). On one-core
+    Ethos-U85 (`u85_transposes_computed`) a pass carries the NPU and access cycles Vela's estimator computes for it (`blocks.u85_transpose_cycles`), its
     input and output stored as Vela stores a tensor between two NPU ops: in brick format (NHCWB16), unless brick
     is False (NHWC: a graph's input and output). The tensors between the passes of one transpose are NHWC: so
     priced, the 86 multi-pass int8 calibration samples of Ethos-U85-256 come within 0.4% of Vela (4.5% in brick
