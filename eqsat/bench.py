@@ -132,20 +132,44 @@ def calibration_inputs(spec: str, example_inputs: tuple, path: Path | None) -> l
 
 
 def run_one(
-    spec: str, model: str, target: Configuration | str, row_path: Path, quantization: str = "a8w8", calibration_path: Path | None = None
+    spec: str,
+    model: str,
+    target: Configuration | str,
+    row_path: Path,
+    quantization: str = "a8w8",
+    calibration_path: Path | None = None,
+    io_layout: str = "contiguous",
 ) -> None:
     """Measure one model on one target and write its row (runs in a worker process)."""
     from eqsat.compare import compare
 
     module, example_inputs = build(spec)
     samples = calibration_inputs(spec, example_inputs, calibration_path)
-    comparison = compare(model, module, example_inputs, target, quantization=quantization, calibration_inputs=samples)
+    comparison = compare(
+        model, module, example_inputs, target, quantization=quantization, calibration_inputs=samples, io_layout=io_layout
+    )
     row = {**comparison.as_dict(), "quantization": quantization, "calibration_inputs": str(calibration_path or "random")}
     row_path.write_text(json.dumps(row, indent=1))
 
 
-def _row_path(out: Path, model: str, configuration: Configuration) -> Path:
-    return out / "runs" / f"{model}__{configuration.name}.json"
+def _stem(model: str, configuration: str, io_layout: str) -> str:
+    """A row's file name, without suffix: its model and configuration, and its io layout where not contiguous."""
+    return f"{model}__{configuration}" + ("" if io_layout == "contiguous" else f"__{io_layout}")
+
+
+def _row_path(out: Path, model: str, configuration: Configuration, io_layout: str = "contiguous") -> Path:
+    return out / "runs" / f"{_stem(model, configuration.name, io_layout)}.json"
+
+
+def io_layout_of(row: dict) -> str:
+    """The memory format of the row's 4-D inputs and outputs (eqsat.lowering.IO_LAYOUTS)."""
+    return row.get("io_layout", "contiguous")
+
+
+def group_of(row: dict) -> str:
+    """What a row's totals are summed over: its configuration, and its io layout where not contiguous."""
+    layout = io_layout_of(row)
+    return configuration_name(row) + ("" if layout == "contiguous" else f" {layout}")
 
 
 def configuration_name(row: dict) -> str:
@@ -155,7 +179,7 @@ def configuration_name(row: dict) -> str:
 
 def _is_current(row_path: Path, target: Configuration, quantization: str, calibration_path: Path | None) -> bool:
     """The row exists and was measured with target's current cost-model calibration, this quantization and
-    these calibration inputs."""
+    these calibration inputs (its file name says its io layout)."""
     if not row_path.exists():
         return False
     row = json.loads(row_path.read_text())
@@ -174,33 +198,34 @@ def run(
     fresh: bool = False,
     quantization: str = "a8w8",
     calibration_path: Path | None = None,
+    io_layouts: tuple[str, ...] = ("contiguous",),
 ) -> list[dict]:
     """Measure every model (name -> builder spec) on every target (a configuration, or a target at its default
-    configuration), each in its own process; returns the rows."""
+    configuration) in each io layout (eqsat.lowering.IO_LAYOUTS), each in its own process; returns the rows."""
     (out / "runs").mkdir(parents=True, exist_ok=True)
     configurations = [t if isinstance(t, Configuration) else Configuration.of(t) for t in targets]
-    jobs = [(m, c) for m in models for c in configurations]
+    jobs = [(m, c, layout) for m in models for c in configurations for layout in io_layouts]
     # workers import the specs' modules from where this process was started
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [os.getcwd(), os.environ.get("PYTHONPATH", "")]))}
     failures = []
     with tqdm(jobs, desc="eqsat bench", unit="run") as progress:
-        for model, target in progress:
-            progress.set_postfix_str(f"{model} {target.name}")
-            row_path = _row_path(out, model, target)
+        for model, target, layout in progress:
+            progress.set_postfix_str(f"{model} {target.name} {layout}")
+            row_path = _row_path(out, model, target, layout)
             if not fresh and _is_current(row_path, target, quantization, calibration_path):
                 continue
             worker = subprocess.run(
-                [sys.executable, "-m", "eqsat.bench", models[model], model, json.dumps(target.as_data()), str(row_path), quantization]
+                [sys.executable, "-m", "eqsat.bench", models[model], model, json.dumps(target.as_data()), str(row_path), quantization, layout]
                 + ([str(calibration_path)] if calibration_path else []),
                 capture_output=True,
                 text=True,
                 env=env,
             )
             if worker.returncode != 0:
-                failures.append((model, target.name, worker.stderr.strip().splitlines()[-1:]))
+                failures.append((model, f"{target.name} ({layout})", worker.stderr.strip().splitlines()[-1:]))
     for model, target, last_line in failures:
         print(f"eqsat bench: {model} on {target} failed: {' '.join(last_line)}", file=sys.stderr)
-    rows = [json.loads(p.read_text()) for m, t in jobs if (p := _row_path(out, m, t)).exists()]
+    rows = [json.loads(p.read_text()) for m, t, layout in jobs if (p := _row_path(out, m, t, layout)).exists()]
     return rows
 
 
@@ -275,8 +300,13 @@ def _time_share(row: dict) -> str:
     return "n/a" if share is None else f"{share:.1f}%"
 
 
+def _boundary(row: dict) -> str:
+    before, after = (row[side].get("boundary_transpose_cycles") for side in ("stock", "optimized"))
+    return "n/a" if before is None else f"{before} → {after}"
+
+
 COLUMNS = {
-    "model": ("model", "---", lambda r: r["model"]),
+    "model": ("model", "---", lambda r: r["model"] + ("" if io_layout_of(r) == "contiguous" else f" ({io_layout_of(r)})")),
     "target": ("target", "---", configuration_name),
     "stock": ("inference cycles stock", "---:", lambda r: str(r["stock"]["cycles_total"])),
     "eqsat": ("inference cycles eqsat", "---:", lambda r: str(r["optimized"]["cycles_total"])),
@@ -291,6 +321,7 @@ COLUMNS = {
         "---",
         lambda r: f"{r['stock']['data_movement_cycles']} → {r['optimized']['data_movement_cycles']}",
     ),
+    "boundary": ("boundary-transpose cycles stock → eqsat", "---", _boundary),
     "ops": (
         "TOSA ops stock → eqsat",
         "---",
@@ -304,9 +335,11 @@ COLUMNS = {
 }
 """The table columns: (header, alignment, cell of a row). Inference cycles are Vela's `cycles_total`, the
 sum over its layers of `Op Cycles` (the larger of NPU and memory-access cycles); data-movement cycles
-are the `Op Cycles` of the layers that come from TRANSPOSE, CONCAT, SLICE and RESHAPE."""
+are the `Op Cycles` of the layers that come from TRANSPOSE, CONCAT, SLICE and RESHAPE; boundary-transpose cycles
+those of the transposes at the delegates' inputs and outputs (eqsat.compare.boundary_transposes), which an
+io layout of channels_last removes (eqsat.lowering.IO_LAYOUTS). A model measured channels-last is named so."""
 
-FULL = ("model", "target", "stock", "eqsat", "change", "npu", "data movement", "ops", "estimate", "rules", "time share", "bit-exact")
+FULL = ("model", "target", "stock", "eqsat", "change", "npu", "data movement", "boundary", "ops", "estimate", "rules", "time share", "bit-exact")
 HEADLINE = ("model", "target", "stock", "eqsat", "change", "npu", "data movement", "estimate error", "time share", "bit-exact")
 
 
@@ -330,12 +363,32 @@ def headline_table(rows: list[dict]) -> str:
     return _table(rows, HEADLINE) + "\n" + summary(rows)
 
 
+def io_layout_table(rows: list[dict]) -> str:
+    """Per model and configuration measured in both io layouts: inference cycles stock -> eqsat contiguous, Vela's
+    cycles of its boundary transposes, stock -> eqsat channels-last, and eqsat channels-last over eqsat contiguous."""
+    by_key = {(r["model"], configuration_name(r), io_layout_of(r)): r for r in rows}
+    lines = [
+        "| model | target | contiguous: stock → eqsat | boundary transposes (stock, eqsat) | channels_last: stock → eqsat | eqsat channels_last / eqsat contiguous |",
+        "|---|---|---|---|---|---:|",
+    ]
+    for (model, name, layout), nchw in by_key.items():
+        nhwc = by_key.get((model, name, "channels_last"))
+        if layout != "contiguous" or nhwc is None:
+            continue
+        cycles = lambda row: f"{row['stock']['cycles_total']} → {row['optimized']['cycles_total']}"  # noqa: E731
+        lines.append(
+            f"| {model} | {name} | {cycles(nchw)} | {_boundary(nchw).replace(' → ', ', ')} | {cycles(nhwc)} | "
+            f"{nhwc['optimized']['cycles_total'] / nchw['optimized']['cycles_total']:.3f} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
 def summary(rows: list[dict]) -> str:
-    """Per target: the rows, the rows slower or faster with eqsat, the ratio of summed inference cycles,
-    the largest time share and the largest peak memory of the optimizer's worker."""
+    """Per target (and io layout where not contiguous: `group_of`): the rows, the rows slower or faster with eqsat, the
+    ratio of summed inference cycles, the largest time share and the largest peak memory of the optimizer's worker."""
     lines = []
-    for target in sorted({configuration_name(r) for r in rows}):
-        mine = [r for r in rows if configuration_name(r) == target]
+    for target in sorted({group_of(r) for r in rows}):
+        mine = [r for r in rows if group_of(r) == target]
         slower = [r["model"] for r in mine if r["optimized"]["cycles_total"] > r["stock"]["cycles_total"]]
         faster = sum(r["optimized"]["cycles_total"] < r["stock"]["cycles_total"] for r in mine)
         shares = [share / 100 for share in map(time_share, mine) if share is not None]
@@ -370,15 +423,15 @@ PANELS_PER_ROW = 3
 def _per_target_panels(rows: list[dict], value, path: Path, xlabel: str, title, reference: float | None) -> None:
     """One horizontal bar panel per target and configuration: each model's value(row), smallest on top, labelled;
     a vertical line at reference; title(rows of the panel) above it. Saved to path."""
-    targets = sorted({configuration_name(r) for r in rows})
+    targets = sorted({group_of(r) for r in rows})
     columns = min(len(targets), PANELS_PER_ROW)
     lines = -(-len(targets) // columns)
-    height = max(3.0, 0.25 * max(sum(configuration_name(r) == t for r in rows) for t in targets) + 1.2)
+    height = max(3.0, 0.25 * max(sum(group_of(r) == t for r in rows) for t in targets) + 1.2)
     figure, panels = plt.subplots(lines, columns, figsize=(5.5 * columns, height * lines), squeeze=False)
     for axes in panels.flat[len(targets):]:
         axes.set_visible(False)
     for axes, target in zip(panels.flat, targets):
-        mine = sorted((r for r in rows if configuration_name(r) == target), key=lambda r: (value(r), r["model"]), reverse=True)
+        mine = sorted((r for r in rows if group_of(r) == target), key=lambda r: (value(r), r["model"]), reverse=True)
         values = [value(r) for r in mine]
         if reference is None:
             colours = ["tab:blue"] * len(values)
@@ -458,7 +511,8 @@ def plot_where_cycles_went(row: dict, path: Path) -> None:
 
 
 def write_results(rows: list[dict], out: Path) -> None:
-    """results.json, results.md, headline.md and the charts; the graphs the pass was given stay in runs/ only."""
+    """results.json, results.md, headline.md (io_layouts.md when the rows have both io layouts) and the charts; the
+    graphs the pass was given stay in runs/ only."""
     slim = [{**r, "reports": [{k: v for k, v in report.items() if k != "graph_before"} for report in r["reports"]]} for r in rows]
     (out / "results.json").write_text(json.dumps(slim, indent=1))
     with_layers = [r for r in rows if r["stock"].get("layers")]
@@ -467,8 +521,10 @@ def write_results(rows: list[dict], out: Path) -> None:
     (out / "results.md").write_text(markdown_table(rows) + ("\n".join(where) if with_layers else ""))
     (out / "layers").mkdir(exist_ok=True)
     for row in with_layers:
-        plot_where_cycles_went(row, out / "layers" / f"{row['model']}__{configuration_name(row)}.png")
+        plot_where_cycles_went(row, out / "layers" / f"{_stem(row['model'], configuration_name(row), io_layout_of(row))}.png")
     (out / "headline.md").write_text(headline_table(rows))
+    if len({io_layout_of(r) for r in rows}) > 1:
+        (out / "io_layouts.md").write_text(io_layout_table(rows))
     plot(out)
 
 
@@ -482,14 +538,15 @@ def main(models: dict[str, str], targets: list[str], out: Path, **settings) -> i
         if row["stock"]["cpu_ops"]:
             print(f"eqsat bench: {row['model']} on {configuration_name(row)} is not fully delegated; on the CPU: {', '.join(row['stock']['cpu_ops'])}")
     print(f"results: {out / 'results.md'}, {out / 'results.json'}, charts in {out}")
-    complete = len(rows) == len(models) * len(targets)
+    complete = len(rows) == len(models) * len(targets) * len(settings.get("io_layouts", ("contiguous",)))
     return 0 if complete and all(r["bit_exact"] for r in rows) else 1
 
 
-if __name__ == "__main__":  # worker process: SPEC NAME CONFIGURATION ROW QUANTIZATION [CALIBRATION_INPUTS]
+if __name__ == "__main__":  # worker process: SPEC NAME CONFIGURATION ROW QUANTIZATION IO_LAYOUT [CALIBRATION_INPUTS]
     try:
         configuration = vela_cost.recorded_configuration(json.loads(sys.argv[3]))
-        run_one(*sys.argv[1:3], configuration, Path(sys.argv[4]), sys.argv[5], Path(sys.argv[6]) if len(sys.argv) > 6 else None)
+        calibration = Path(sys.argv[7]) if len(sys.argv) > 7 else None
+        run_one(*sys.argv[1:3], configuration, Path(sys.argv[4]), sys.argv[5], calibration, io_layout=sys.argv[6])
     except ModelSpecError as error:
         print(f"eqsat bench: {error}", file=sys.stderr)
         sys.exit(2)

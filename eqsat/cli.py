@@ -10,6 +10,7 @@ from pathlib import Path
 
 from eqsat import bench
 from eqsat.configuration import ACCELERATORS, Configuration
+from eqsat.lowering import IO_LAYOUTS
 from eqsat.pipeline import Options
 
 
@@ -19,6 +20,18 @@ def configuration_arguments(command: argparse.ArgumentParser, what: str) -> None
     command.add_argument("--system-config", metavar="NAME", help=f"the vela.ini system config {what} (default: the compile spec's for each target)")
     command.add_argument("--memory-mode", metavar="NAME", help=f"the vela.ini memory mode {what} (default: the compile spec's for each target)")
     command.add_argument("--config-ini", metavar="PATH", help="the vela.ini that names them (default: Arm/vela.ini, installed with Vela)")
+
+
+def io_layout_argument(command: argparse.ArgumentParser) -> None:
+    """--io-layout: the memory format of the models' 4-D inputs and outputs (eqsat.lowering.IO_LAYOUTS), one or both."""
+    command.add_argument(
+        "--io-layout",
+        nargs="+",
+        choices=IO_LAYOUTS,
+        default=["contiguous"],
+        help="export 4-D inputs and outputs contiguous (NCHW, default) and/or channels_last (NHWC: no boundary TRANSPOSEs "
+        "in the delegate; the program then takes and returns NHWC data); both: measured side by side",
+    )
 
 
 def configuration_of(arguments: argparse.Namespace, target: str) -> Configuration:
@@ -43,6 +56,7 @@ def _bench(arguments: argparse.Namespace) -> int:
         fresh=arguments.fresh,
         quantization=arguments.quant,
         calibration_path=arguments.calibration_inputs,
+        io_layouts=tuple(dict.fromkeys(arguments.io_layout)),
     )
     rows = json.loads((arguments.out / "results.json").read_text()) if (arguments.out / "results.json").exists() else []
     for row in rows:
@@ -191,6 +205,7 @@ def parser() -> argparse.ArgumentParser:
     bench_command.add_argument("--out", type=Path, default=Path("benchmarks/results"), help="results directory (default: benchmarks/results)")
     bench_command.add_argument("--fresh", action="store_true", help="rerun rows that already have results")
     configuration_arguments(bench_command, "of every target")
+    io_layout_argument(bench_command)
     bench_command.set_defaults(handler=_bench)
     calibrate_command = commands.add_parser(
         "calibrate",

@@ -19,7 +19,7 @@ from tosa.Op import Op
 from tosa.TosaGraph import TosaGraph
 
 import eqsat
-from eqsat import lowering, validate, vela
+from eqsat import bridge_fx, bridge_tosa, lowering, validate, vela
 from eqsat.configuration import Configuration
 from eqsat.extract import vela_cost
 
@@ -43,6 +43,8 @@ class Measurement:
     layers: list[dict] = field(default_factory=list)
     """Vela's per-layer figures, delegate after delegate: name, operator, source (the TOSA operator it
     came from), cycles_total (`Op Cycles`), cycles_npu and cycles_access."""
+    boundary_transpose_cycles: int = 0
+    """The `Op Cycles` of the transpose layers Vela runs for the delegates' boundary transposes (`boundary_transposes`)."""
 
 
 @dataclass
@@ -58,6 +60,8 @@ class Comparison:
     """Digest of the cost model's calibration file for the configuration (eqsat.extract.vela_cost.calibration_digest)."""
     configuration: str = ""
     """The configuration's name (eqsat.configuration.Configuration.name): the target, at its default configuration."""
+    io_layout: str = "contiguous"
+    """The memory format of the model's 4-D inputs and outputs (eqsat.lowering.IO_LAYOUTS), for both lowerings."""
     bit_exact: bool = False
     mismatch: str | None = None
 
@@ -77,6 +81,29 @@ def tosa_op_counts(tosa_flatbuffer: bytes) -> Counter:
     return Counter(_OP_NAMES.get(block.Operators(i).Op(), str(block.Operators(i).Op())) for i in range(block.OperatorsLength()))
 
 
+def boundary_transposes(tosa_flatbuffer: bytes) -> set[str]:
+    """The names of a delegate's boundary TRANSPOSEs' outputs (eqsat.ir.Graph.boundary_transposes), as Vela names
+    the layers that write them."""
+    graph = bridge_fx.read_graph(bridge_tosa.read_flatbuffer(tosa_flatbuffer)[0]).as_ir()
+    return {graph.names[value] for value in graph.boundary_transposes()}
+
+
+def boundary_transpose_cycles(layers: list, boundary: set[str]) -> int:
+    """The `Op Cycles` of the transpose layers that write a boundary transpose's output, with the passes Vela runs
+    just before such a layer for the same transpose (an unnamed run of transposes: a decomposed transpose)."""
+    total, run = 0, 0
+    for layer in layers:
+        if layer.operator != "Transpose":
+            run = 0
+        elif layer.name in boundary:
+            total, run = total + run + layer.cycles_total, 0
+        elif layer.name.startswith("#"):  # a pass of a decomposed transpose: Vela names it after no tensor of the graph
+            run += layer.cycles_total
+        else:
+            run = 0
+    return total
+
+
 def measure(lowered: lowering.Lowered, workdir: Path) -> Measurement:
     """Vela's estimate and the TOSA op counts of every delegate of a lowering."""
     estimates = [vela.estimate(graph, lowered.configuration, workdir=workdir) for graph in lowered.tosa_flatbuffers]
@@ -93,6 +120,9 @@ def measure(lowered: lowering.Lowered, workdir: Path) -> Measurement:
         ),
         tosa_ops=dict(sorted(ops.items())),
         lowering_seconds=lowered.seconds,
+        boundary_transpose_cycles=sum(
+            boundary_transpose_cycles(e.layers, boundary_transposes(graph)) for e, graph in zip(estimates, lowered.tosa_flatbuffers)
+        ),
         layers=[
             {
                 "name": layer.name,
@@ -117,19 +147,21 @@ def compare(
     workdir: str | Path | None = None,
     quantization: str = "a8w8",
     calibration_inputs: Sequence[tuple[torch.Tensor, ...]] | None = None,
+    io_layout: str = "contiguous",
     **options,
 ) -> Comparison:
     """Lower model for target (a configuration, or a target at its default one) without and with eqsat; measure
     both and check they agree bit for bit.
 
-    quantization and calibration_inputs go to lowering.quantize; options go to eqsat.install (e.g. accept="always", rules=()).
+    quantization, calibration_inputs and io_layout go to lowering.quantize; options go to eqsat.install (e.g.
+    accept="always", rules=()).
     """
     configuration = target if isinstance(target, Configuration) else Configuration.of(target)
     target = configuration.target
     with tempfile.TemporaryDirectory(prefix="eqsat-compare-") as temporary:
         root = Path(workdir or temporary)
         exported = lowering.quantize(
-            model, example_inputs, configuration, quantization=quantization, calibration_inputs=calibration_inputs
+            model, example_inputs, configuration, quantization=quantization, calibration_inputs=calibration_inputs, io_layout=io_layout
         )
         stock = lowering.lower(copy.deepcopy(exported), configuration, workdir=_fresh(root / "stock"))
         eqsat.install(**options)  # the pass reads the configuration from the compile spec: unpriced ones fall back, with the reason
@@ -146,6 +178,7 @@ def compare(
             reports=reports,
             calibration=vela_cost.calibration_digest(configuration),
             configuration=configuration.name,
+            io_layout=io_layout,
         )
         try:
             validate.assert_lowerings_equivalent(stock, optimized)

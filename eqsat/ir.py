@@ -58,6 +58,34 @@ class Graph(NamedTuple):
             "outputs": list(self.outputs),
         }
 
+    def boundary_transposes(self) -> list[int]:
+        """The TRANSPOSEs that read a graph input or write a graph output, through RESHAPEs alone: the NCHW <-> NHWC
+        transposes a contiguous 4-D input or output costs a delegate (eqsat.lowering.IO_LAYOUTS), which no rewrite
+        inside it can remove. A graph input is an operand-less term."""
+        readers: dict[int, list[int]] = {}
+        for value, term in enumerate(self.terms):
+            for operand in term.args:
+                readers.setdefault(operand, []).append(value)
+
+        def from_input(value: int) -> bool:  # value is a graph input, reshaped
+            while self.terms[value].op == "Reshape":
+                value = self.terms[value].args[0]
+            return not self.terms[value].args
+
+        def to_output(value: int) -> bool:  # value is returned, reshaped, and read by nothing else
+            while value not in self.outputs:
+                reading = readers.get(value, [])
+                if len(reading) != 1 or self.terms[reading[0]].op != "Reshape":
+                    return False
+                value = reading[0]
+            return True
+
+        return [
+            value
+            for value, term in enumerate(self.terms)
+            if term.op == "Transpose" and (from_input(term.args[0]) or to_output(value))
+        ]
+
     @classmethod
     def from_data(cls, data: dict) -> Graph:
         return cls(

@@ -11,6 +11,7 @@ This module installs nothing: to lower with the eqsat pass, call
 """
 
 import contextlib
+import copy
 import io
 import time
 from collections.abc import Iterator, Sequence
@@ -95,6 +96,21 @@ QUANTIZATION_CONFIGS = {
 weights (convolutions then accumulate into INT48 tensors)."""
 
 
+IO_LAYOUTS = ("contiguous", "channels_last")
+"""How a model's 4-D inputs and outputs are laid out in memory when it is exported: "contiguous" (NCHW, as torch
+tensors come) or "channels_last" (NHWC). ExecuTorch keeps a delegate's inputs and outputs in the dim order of the
+exported program (the Arm backend's NormalizeDelegateIOLayoutPass), and the NPU computes in NHWC: a contiguous
+image costs the delegate a TRANSPOSE at each 4-D boundary, which no rewrite inside the delegate can remove; a
+channels-last one costs none, and whoever feeds the program supplies NHWC data."""
+
+
+def in_layout(tensors: tuple, io_layout: str) -> tuple:
+    """tensors with every 4-D tensor in io_layout's memory format (others as they are)."""
+    if io_layout == "contiguous":
+        return tensors
+    return tuple(t.to(memory_format=torch.channels_last) if isinstance(t, torch.Tensor) and t.dim() == 4 else t for t in tensors)
+
+
 def quantize(
     model: torch.nn.Module,
     example_inputs: tuple[torch.Tensor, ...],
@@ -102,6 +118,7 @@ def quantize(
     *,
     quantization: str = "a8w8",
     calibration_inputs: Sequence[tuple[torch.Tensor, ...]] | None = None,
+    io_layout: str = "contiguous",
 ) -> torch.export.ExportedProgram:
     """Quantize `model` for `target` and export it, ready for `lower`.
 
@@ -109,12 +126,19 @@ def quantize(
     `quantization` (see QUANTIZATION_CONFIGS), calibrated on each input tuple
     of `calibration_inputs` (default: `example_inputs` alone). `model` must be
     in eval mode: exporting in training mode would bake dropout and
-    batch-norm updates into the graph.
+    batch-norm updates into the graph. With io_layout "channels_last" (IO_LAYOUTS) a copy of the model and its
+    4-D inputs are channels-last when exported, so the program takes and returns NHWC images.
     """
     if model.training:
         raise ValueError("quantize() needs a model in eval mode; call model.eval()")
     if quantization not in QUANTIZATION_CONFIGS:
         raise ValueError(f"quantization must be one of {sorted(QUANTIZATION_CONFIGS)}, not {quantization!r}")
+    if io_layout not in IO_LAYOUTS:
+        raise ValueError(f"io_layout must be one of {', '.join(IO_LAYOUTS)}, not {io_layout!r}")
+    if io_layout == "channels_last":
+        model = copy.deepcopy(model).to(memory_format=torch.channels_last)
+        example_inputs = in_layout(example_inputs, io_layout)
+        calibration_inputs = [in_layout(sample, io_layout) for sample in calibration_inputs or ()]
     quantizer = EthosUQuantizer(compile_spec(target))
     quantizer.set_global(QUANTIZATION_CONFIGS[quantization]())
     graph_module = torch.export.export(model, example_inputs).module(check_guards=False)

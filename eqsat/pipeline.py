@@ -57,7 +57,7 @@ from eqsat.extract import EXTRACTORS, extract
 from eqsat.extract._gc import paused_gc
 from eqsat.extract.greedy import reachable
 from eqsat.extract.refine import refine_from
-from eqsat.ir import TensorType, Term
+from eqsat.ir import Graph, TensorType, Term
 from eqsat.ops.nodes import output_slots
 from eqsat.rules import StopReason
 from eqsat.report import Report, op_counts
@@ -272,6 +272,14 @@ def fx_graph_cost(graph_module: fx.GraphModule, model: cost_models.CostModel) ->
     """What an FX graph costs, read node by node (eqsat.extract.cost.graph_cost): the graph the pass was
     given, and the graph it wrote back, are priced the same way."""
     return cost_models.priced(bridge_fx.read_graph(graph_module).as_ir(), model)
+
+
+def boundary_transposes(graph: Graph, model: cost_models.CostModel) -> dict[str, float]:
+    """graph's boundary TRANSPOSEs (eqsat.ir.Graph.boundary_transposes) by name, with what the layers Vela runs for
+    each cost under model."""
+    types = {value: t for value, t in enumerate(graph.types) if t is not None}
+    costs = cost_models.value_costs(dict(enumerate(graph.terms)), graph.outputs, types.get, model)
+    return {graph.names[value]: costs.get(value, 0.0) for value in graph.boundary_transposes()}
 
 
 def accepts(before: float, after: float, options: Options) -> bool:
@@ -578,6 +586,8 @@ def _optimize(graph_module: fx.GraphModule, target: str, parsed: Options) -> tup
             if optimized is not None:
                 with _phase(report, "check"):
                     _check_outputs(graph_module, optimized)
+            kept = report.graph_before if optimized is None else bridge_fx.read_graph(optimized).as_ir()
+            report.boundary_transposes = boundary_transposes(kept, model)
     except BaseException as error:  # noqa: BLE001 - the fail-safe: any failure keeps the original graph
         # BaseException: pyo3's PanicException (a Rust panic inside egglog) is one; interrupts are not failures.
         if parsed.strict or isinstance(error, (KeyboardInterrupt, SystemExit, GeneratorExit)):

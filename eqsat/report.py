@@ -63,6 +63,11 @@ class Report:
     """The graph the pass was given, as terms: what `cost_before` priced, kept so that `eqsat calibrate
     --report` can price it again after the cost model changes (`as_dict` writes it as `Graph.as_data`, only
     when asked: 0.4 s at 20,000 nodes)."""
+    boundary_transposes: dict[str, float] = field(default_factory=dict)
+    """The TRANSPOSEs at the graph's inputs and outputs that the returned graph keeps (eqsat.ir.Graph.boundary_transposes),
+    by node name, with their estimated cost: the NCHW <-> NHWC transposes of a model exported with contiguous 4-D
+    inputs or outputs, which no rewrite inside a delegate removes and exporting it channels-last does
+    (eqsat.lowering.IO_LAYOUTS). Empty when the graph was not priced."""
     verification: dict | None = None
     """With verify="vela": which graph the lowering kept ("eqsat" or "original") and Vela's
     `cycles_total` for both (`eqsat.arm_pass`); None when nothing was verified."""
@@ -85,6 +90,9 @@ class Report:
             lines.append(f"  cost ({self.cost_unit}): {self.cost_before:g} before, {after} after")
         fired = ", ".join(f"{rule} {count}" for rule, count in self.rules_fired.items() if count)
         lines.append(f"  rules fired: {fired or 'none'}")
+        if self.boundary_transposes:
+            kept = ", ".join(f"{name} ({cost:g})" for name, cost in self.boundary_transposes.items())
+            lines.append(f"  boundary transposes kept (export channels-last to remove them): {kept}")
         for op, reasons in self.opaque_reasons.items():
             why = ", ".join(f"{count} {reason}" for reason, count in reasons.items())
             lines.append(f"  left opaque: {op} ({why})")

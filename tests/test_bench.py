@@ -59,8 +59,8 @@ def test_a_rerun_measures_only_missing_rows_and_rows_of_another_calibration(tmp_
     measured = []
 
     def worker(command, **_kwargs):
-        spec, model, target, path, quantization = command[-5:]
-        assert spec == f"specs:{model}" and quantization == "a8w8"
+        spec, model, target, path, quantization, io_layout = command[-6:]
+        assert spec == f"specs:{model}" and quantization == "a8w8" and io_layout == "contiguous"
         measured.append(model)
         with open(path, "w") as out:
             json.dump(row(model, 2, 2, current), out)
@@ -268,3 +268,48 @@ def test_eqsat_bench_runs_a_named_memory_mode_and_labels_its_rows(tmp_path, caps
     assert row["optimized"]["cycles_total"] == row["stock"]["cycles_total"] and row["bit_exact"]
     assert f"| build | {name} |" in capsys.readouterr().out
     assert [p.name for p in (out / "runs").glob("*.json")] == [f"build__{name}.json"]
+
+
+def test_eqsat_bench_measures_both_io_layouts_side_by_side(tmp_path, capsys):
+    """--io-layout contiguous channels_last: one row per layout, both bit-exact. Exported channels-last, the delegate
+    has no boundary TRANSPOSE left, in stock or with eqsat; contiguous, Vela's cycles of the boundary transposes are
+    counted and the pass's report names the ones it kept, priced."""
+    from eqsat.cli import main
+
+    source = tmp_path / "image_model.py"
+    source.write_text(
+        "import torch\n"
+        "def build():\n"
+        "    torch.manual_seed(0)\n"
+        "    return torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.ReLU()).eval(), (torch.randn(1, 3, 16, 16),)\n"
+    )
+    out = tmp_path / "results"
+    assert main(["bench", "--model", f"{source}:build", "--targets", "ethos-u85-256", "--io-layout", "contiguous", "channels_last", "--out", str(out)]) == 0
+    rows = {row["io_layout"]: row for row in json.loads((out / "results.json").read_text())}
+    assert set(rows) == {"contiguous", "channels_last"} and all(row["bit_exact"] for row in rows.values())
+    nchw, nhwc = rows["contiguous"], rows["channels_last"]
+    assert nchw["stock"]["tosa_ops"]["TRANSPOSE"] == 2 and "TRANSPOSE" not in nhwc["stock"]["tosa_ops"]
+    assert 0 < nchw["stock"]["boundary_transpose_cycles"] <= nchw["stock"]["data_movement_cycles"]
+    assert nhwc["stock"]["boundary_transpose_cycles"] == nhwc["optimized"]["boundary_transpose_cycles"] == 0
+    assert nhwc["stock"]["cycles_total"] < nchw["stock"]["cycles_total"]
+    (kept,) = [report["boundary_transposes"] for report in nchw["reports"]]
+    assert len(kept) == nchw["optimized"]["tosa_ops"]["TRANSPOSE"] and max(kept.values()) > 0  # the output's folds into the conv
+    assert nhwc["reports"][0]["boundary_transposes"] == {}
+    printed = capsys.readouterr().out
+    assert "| build (channels_last) | ethos-u85-256 |" in printed and "- ethos-u85-256 channels_last: 1 models" in printed
+    assert sorted(p.name for p in (out / "runs").glob("*.json")) == ["build__ethos-u85-256.json", "build__ethos-u85-256__channels_last.json"]
+    assert (out / "layers" / "build__ethos-u85-256__channels_last.png").exists()
+    side_by_side = (out / "io_layouts.md").read_text().splitlines()[2]
+    assert side_by_side.startswith(f"| build | ethos-u85-256 | {nchw['stock']['cycles_total']} → ") and side_by_side.endswith(
+        f" | {nhwc['optimized']['cycles_total'] / nchw['optimized']['cycles_total']:.3f} |"
+    )
+
+
+def test_a_bad_io_layout_is_refused_and_the_callers_model_keeps_its_format():
+    from eqsat import lowering
+
+    model, x = torch.nn.Conv2d(3, 4, 1).eval(), (torch.randn(1, 3, 4, 4),)
+    with pytest.raises(ValueError, match="io_layout must be one of contiguous, channels_last"):
+        lowering.quantize(model, x, TARGET, io_layout="nhwc")
+    lowering.quantize(model, x, TARGET, io_layout="channels_last")
+    assert model.weight.is_contiguous() and x[0].is_contiguous()

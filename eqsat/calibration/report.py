@@ -33,7 +33,7 @@ from pathlib import Path
 
 import numpy as np
 
-from eqsat.bench import configuration_name
+from eqsat.bench import configuration_name, io_layout_of
 from eqsat.configuration import Configuration
 from eqsat.extract import vela_cost
 from eqsat.extract.cost import priced, value_costs
@@ -174,8 +174,8 @@ def model_rows(configurations: list[Configuration], results: list[Path]) -> tupl
     """Per benchmarked model and configuration: the estimate at the insertion point, Vela's cycles_total and, when
     the row keeps the graphs, the per-family attribution (`attribute`).
 
-    Read from the rows `eqsat bench` measured on each configuration, in the `run_folders` of results (the first
-    row of a model there that can be priced wins): the graphs the pass was given are priced with the
+    Read from the rows `eqsat bench` measured on each configuration with contiguous inputs and outputs, in the
+    `run_folders` of results (the first row of a model there that can be priced wins): the graphs the pass was given are priced with the
     configuration's current calibration; a row without them counts its reports' `cost_before` if measured with
     that calibration file, and is left out otherwise. Returns (rows, in the order of configurations, how many
     were left out).
@@ -189,7 +189,7 @@ def model_rows(configurations: list[Configuration], results: list[Path]) -> tupl
         for run in sorted(folder.glob("*.json")):
             row = json.loads(run.read_text())
             name = configuration_name(row)
-            if name not in by_name or (row["model"], name) in seen:
+            if name not in by_name or io_layout_of(row) != "contiguous" or (row["model"], name) in seen:
                 continue
             model, reports = models[name], row["reports"]
             families = None

@@ -75,7 +75,14 @@ def test_an_intermediate_pass_goes_with_the_named_layer_of_its_op_that_follows_i
 
 
 def write_row(
-    runs, model, graph: Graph | None, calibration: str, cost_before: float = 5.0, configuration: Configuration | None = None, cycles_total: int = 100
+    runs,
+    model,
+    graph: Graph | None,
+    calibration: str,
+    cost_before: float = 5.0,
+    configuration: Configuration | None = None,
+    cycles_total: int = 100,
+    io_layout: str = "contiguous",
 ) -> None:
     """A row as `eqsat bench` writes it (`bench._row_path`, `bench.configuration_name`); Vela's cycles are a fixture."""
     configuration = configuration or Configuration.of(TARGET)
@@ -83,8 +90,9 @@ def write_row(
     row = {"model": model, "target": configuration.target, "calibration": calibration, "reports": [report], "stock": {"cycles_total": cycles_total, "layers": []}}
     if not configuration.is_default:
         row["configuration"] = configuration.name
+    row["io_layout"] = io_layout
     runs.mkdir(parents=True, exist_ok=True)
-    (runs / f"{model}__{configuration.name}.json").write_text(json.dumps(row))
+    (runs / f"{model}__{configuration.name}{'' if io_layout == 'contiguous' else '__' + io_layout}.json").write_text(json.dumps(row))
 
 
 def test_rows_are_priced_again_from_their_graphs_whatever_calibration_measured_them(tmp_path):
@@ -99,6 +107,17 @@ def test_rows_are_priced_again_from_their_graphs_whatever_calibration_measured_t
     assert by_model["kept-graph"]["predicted"] == pytest.approx(priced(conv_graph(), VelaCalibratedCost(TARGET)))
     assert by_model["no-graph-current"]["predicted"] == 5.0 and by_model["no-graph-current"]["families"] is None
     assert not math.isnan(by_model["kept-graph"]["predicted"])
+
+
+def test_rows_measured_channels_last_are_not_the_zoos_error(tmp_path):
+    """A model exported channels-last is another graph than the zoo's (no boundary transposes): its row is kept
+    out of the zoo's error, whichever row of the model comes first."""
+    runs = tmp_path / "runs"
+    write_row(runs, "a", conv_graph(), "", io_layout="channels_last", cycles_total=7)
+    write_row(runs, "a", conv_graph(), "", cycles_total=100)
+    write_row(runs, "b", conv_graph(), "", io_layout="channels_last")
+    rows, _ = model_rows([Configuration.of(TARGET)], [tmp_path])
+    assert [(r["model"], r["vela_cycles_total"]) for r in rows] == [("a", 100)]
 
 
 def test_heldout_scores_measure_a_targets_heldout_shapes(tmp_path, monkeypatch):
