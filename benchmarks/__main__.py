@@ -27,7 +27,7 @@ def main(argv: list[str] | None = None) -> int:
     arguments = parser.parse_args(argv)
     models = {name: ZOO[name].spec for name in arguments.models or ZOO}
     configurations = [configuration_of(arguments, t) for t in arguments.targets]
-    return bench.main(models, configurations, arguments.out, fresh=arguments.fresh, io_layouts=tuple(dict.fromkeys(arguments.io_layout)))
+    return bench.main(models, configurations, arguments.out, fresh=arguments.fresh, io_layouts=tuple(arguments.io_layout))
 
 
 if __name__ == "__main__":

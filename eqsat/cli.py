@@ -56,7 +56,7 @@ def _bench(arguments: argparse.Namespace) -> int:
         fresh=arguments.fresh,
         quantization=arguments.quant,
         calibration_path=arguments.calibration_inputs,
-        io_layouts=tuple(dict.fromkeys(arguments.io_layout)),
+        io_layouts=tuple(arguments.io_layout),
     )
     rows = json.loads((arguments.out / "results.json").read_text()) if (arguments.out / "results.json").exists() else []
     for row in rows:

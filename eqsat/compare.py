@@ -93,11 +93,9 @@ def boundary_transpose_cycles(layers: list, boundary: set[str]) -> int:
     just before such a layer for the same transpose (an unnamed run of transposes: a decomposed transpose)."""
     total, run = 0, 0
     for layer in layers:
-        if layer.operator != "Transpose":
-            run = 0
-        elif layer.name in boundary:
+        if layer.operator == "Transpose" and layer.name in boundary:
             total, run = total + run + layer.cycles_total, 0
-        elif layer.name.startswith("#"):  # a pass of a decomposed transpose: Vela names it after no tensor of the graph
+        elif layer.operator == "Transpose" and layer.name.startswith("#"):  # a pass Vela named after no graph tensor
             run += layer.cycles_total
         else:
             run = 0

@@ -62,6 +62,7 @@ class Graph(NamedTuple):
         """The TRANSPOSEs that read a graph input or write a graph output, through RESHAPEs alone: the NCHW <-> NHWC
         transposes a contiguous 4-D input or output costs a delegate (eqsat.lowering.IO_LAYOUTS), which no rewrite
         inside it can remove. A graph input is an operand-less term."""
+        outputs = set(self.outputs)
         readers: dict[int, list[int]] = {}
         for value, term in enumerate(self.terms):
             for operand in term.args:
@@ -73,7 +74,7 @@ class Graph(NamedTuple):
             return not self.terms[value].args
 
         def to_output(value: int) -> bool:  # value is returned, reshaped, and read by nothing else
-            while value not in self.outputs:
+            while value not in outputs:
                 reading = readers.get(value, [])
                 if len(reading) != 1 or self.terms[reading[0]].op != "Reshape":
                     return False

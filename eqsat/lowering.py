@@ -104,7 +104,7 @@ image costs the delegate a TRANSPOSE at each 4-D boundary, which no rewrite insi
 channels-last one costs none, and whoever feeds the program supplies NHWC data."""
 
 
-def in_layout(tensors: tuple, io_layout: str) -> tuple:
+def _in_layout(tensors: tuple, io_layout: str) -> tuple:
     """tensors with every 4-D tensor in io_layout's memory format (others as they are)."""
     if io_layout == "contiguous":
         return tensors
@@ -137,8 +137,8 @@ def quantize(
         raise ValueError(f"io_layout must be one of {', '.join(IO_LAYOUTS)}, not {io_layout!r}")
     if io_layout == "channels_last":
         model = copy.deepcopy(model).to(memory_format=torch.channels_last)
-        example_inputs = in_layout(example_inputs, io_layout)
-        calibration_inputs = [in_layout(sample, io_layout) for sample in calibration_inputs or ()]
+        example_inputs = _in_layout(example_inputs, io_layout)
+        calibration_inputs = [_in_layout(sample, io_layout) for sample in calibration_inputs or ()]
     quantizer = EthosUQuantizer(compile_spec(target))
     quantizer.set_global(QUANTIZATION_CONFIGS[quantization]())
     graph_module = torch.export.export(model, example_inputs).module(check_guards=False)

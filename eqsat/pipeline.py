@@ -276,10 +276,13 @@ def fx_graph_cost(graph_module: fx.GraphModule, model: cost_models.CostModel) ->
 
 def boundary_transposes(graph: Graph, model: cost_models.CostModel) -> dict[str, float]:
     """graph's boundary TRANSPOSEs (eqsat.ir.Graph.boundary_transposes) by name, with what the layers Vela runs for
-    each cost under model."""
+    each cost under model; the graph is priced again only when it has some."""
+    found = graph.boundary_transposes()
+    if not found:
+        return {}
     types = {value: t for value, t in enumerate(graph.types) if t is not None}
     costs = cost_models.value_costs(dict(enumerate(graph.terms)), graph.outputs, types.get, model)
-    return {graph.names[value]: costs.get(value, 0.0) for value in graph.boundary_transposes()}
+    return {graph.names[value]: costs.get(value, 0.0) for value in found}
 
 
 def accepts(before: float, after: float, options: Options) -> bool:
@@ -586,8 +589,9 @@ def _optimize(graph_module: fx.GraphModule, target: str, parsed: Options) -> tup
             if optimized is not None:
                 with _phase(report, "check"):
                     _check_outputs(graph_module, optimized)
-            kept = report.graph_before if optimized is None else bridge_fx.read_graph(optimized).as_ir()
-            report.boundary_transposes = boundary_transposes(kept, model)
+            with _phase(report, "check"):
+                kept = report.graph_before if optimized is None else bridge_fx.read_graph(optimized).as_ir()
+                report.boundary_transposes = boundary_transposes(kept, model)
     except BaseException as error:  # noqa: BLE001 - the fail-safe: any failure keeps the original graph
         # BaseException: pyo3's PanicException (a Rust panic inside egglog) is one; interrupts are not failures.
         if parsed.strict or isinstance(error, (KeyboardInterrupt, SystemExit, GeneratorExit)):
