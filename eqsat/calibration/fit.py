@@ -434,20 +434,27 @@ def graph_configs(record: dict, target: str) -> list[OpConfig]:
     return [op_config(*deserialize_node(node), target) for node in record["nodes"]]
 
 
-def rescale_contexts(record: dict, target: str, known: dict[str, dict]) -> float:
-    """What the RESCALEs that Vela runs alone in a module sample cost beyond their ops' prices (`layers.rescales_alone`:
-    input rescales run alone, and output rescales of unfused ops or of an int32 output another op reads too), priced with
-    the known models as `cost.layer_cycles` prices them; 0 for samples measured without their operands."""
+def context_layers(record: dict, target: str, known: dict[str, dict]) -> float | None:
+    """What a module sample's layers cost beyond its ops' joint prices, priced with the known models as `cost.graph_cost`
+    prices them: the RESCALEs that Vela runs alone (`layers.rescales_alone`: input rescales run alone, and output
+    rescales of unfused ops or of an int32 output another op reads too), and each binary op's elementwise pass in its
+    context (`layers.elementwise_passes`); None for samples measured without their operands."""
     from eqsat.extract import cost, layers
 
     if "operands" not in record:
-        return 0.0
+        return None
     nodes = [deserialize_node(node) for node in record["nodes"]]
     graph = {i: Term(term.op, tuple(operands), term.attrs) for i, ((term, _, _), operands) in enumerate(zip(nodes, record["operands"]))}
     types = {i: out for i, (_, out, _) in enumerate(nodes)}
     model = vela_cost.VelaCalibratedCost(target, data={"format_version": vela_cost.FORMAT_VERSION, "target": target, "vela_version": "", "models": known})
     live = layers.LiveGraph(graph, layers.readers_of(graph, record["outputs"]), types.get, model)
-    return sum(cost.layer_cycles(layer, live, None) for layer in layers.rescales_alone(live).values())
+    unfused = layers.unfused_add_subs(live)
+    price = sum(cost.layer_cycles(layer, live, None) for layer in layers.rescales_alone(live, unfused).values())
+    for value, layer in layers.elementwise_passes(live, unfused).items():
+        term = graph[value]
+        config = op_config(term, types[value], [types[a] for a in term.args], target)
+        price += vela_cost.elementwise_pass(config, target, *layer.args)
+    return price
 
 
 def _predict(models: dict[str, dict], config: OpConfig) -> float:
@@ -465,10 +472,10 @@ JOINT_SHRINK = 0.05
 def fit_jointly(records: list[dict], target: str, known: dict[str, dict]) -> dict[str, dict]:
     """Fit JOINT_FORMS' families together: a graph's cycles = the sum of its ops' costs (NNLS, weights 1/cycles).
 
-    Ops of other families are priced with the `known` single-op models and subtracted first, and so is the
-    elementwise pass of each binary op where the target runs it as measured alone (`vela_cost.elementwise_pass`),
-    and the rescales Vela runs alone in their context (`rescale_contexts`, as graph_cost prices them): the joint
-    families fit what the rescales, clamps and broadcasts cost beyond them.
+    Ops of other families are priced with the `known` single-op models and subtracted first, and so are the
+    layers that layer formation adds in each graph's context (`context_layers`: the rescales Vela runs alone, and the
+    elementwise pass of each binary op where the target runs one, `vela_cost.elementwise_pass`): the joint families
+    fit what the rescales, clamps and broadcasts cost beyond them.
     """
     from scipy.optimize import nnls
 
@@ -478,8 +485,10 @@ def fit_jointly(records: list[dict], target: str, known: dict[str, dict]) -> dic
     columns = [(family, feature) for family, form in JOINT_FORMS.items() for feature in form]
     configs = [graph_configs(r, target) for r in graphs]
     x = np.array([_joint_row(c, columns) for c in configs])
-    offset = np.array([sum(_predict(known, k) if k.family not in JOINT_FORMS else vela_cost.elementwise_pass(known, k, target) for k in c) for c in configs])
-    offset += np.array([rescale_contexts(r, target, known) for r in graphs])
+    offset = np.array([sum(_predict(known, k) for k in c if k.family not in JOINT_FORMS) for c in configs])
+    for i, (record, c) in enumerate(zip(graphs, configs)):
+        context = context_layers(record, target, known)
+        offset[i] += sum(vela_cost.elementwise_pass(k, target) for k in c) if context is None else context
     y = np.array([measured(r, "total")[1] for r in graphs])
     weight = 1.0 / np.maximum(y, 1.0)
     a, b = x * weight[:, None], np.maximum(y - offset, 0.0) * weight

@@ -69,6 +69,10 @@ class CostModel(Protocol):
         """The cost of an input RESCALE run alone because reader's other operand is a plain int32 tensor, and of
         whatever of reader Vela computes in that layer rather than in reader's own."""
 
+    def binary_op(self, term: Term, out: TensorType | None, args: list[TensorType | None], reads_int32: bool, clamped: bool) -> float:
+        """The cost of an ADD, SUB or MUL term whose pass reads int32 operands (its input rescales run alone) or not,
+        and has a CLAMP fused into it or not."""
+
     def running_transposes_of(self, graph: Graph) -> CostModel:
         """This model, for which every transpose configuration that graph has runs on the target (the graph the
         pass is given: its transposes run if it does)."""
@@ -164,6 +168,9 @@ def layer_cycles(layer: Layer, g: LiveGraph, term_cost: Callable[[Hashable, Term
     if kind is LayerKind.TRANSPOSING_COPY:
         price = model.folded_transpose_copy(*args)
         return model.batched_copies(args[0]) if price is None else price  # not calibrated: the plain copy
+    if kind is LayerKind.ELEMENTWISE_PASS:
+        value = layer.value
+        return model.binary_op(g.terms[value], g.type_of(value), [g.type_of(a) for a in g.terms[value].args], *args)
     if kind is LayerKind.INPUT_RESCALE_ALONE:
         return model.standalone_input_rescale(*args)
     if kind is LayerKind.INPUT_RESCALE_BESIDE_INT32:

@@ -24,6 +24,7 @@ where the share of a fused rescale is what its term costs.
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -51,6 +52,9 @@ class LayerKind(StrEnum):
     """A MemoryCopy of a SLICE's output or of a CONCAT input, one per leading index beyond HWC; args: (its type,)."""
     TRANSPOSING_COPY = "transposing copy"
     """A SLICE's MemoryCopy that also writes the TRANSPOSE behind it; args: (the slice's type, the permutation)."""
+    ELEMENTWISE_PASS = "elementwise pass"
+    """An ADD, SUB or MUL run as an elementwise pass of its own (Ethos-U55); args: (whether it reads int32 operands,
+    whether a CLAMP is fused into it)."""
     INPUT_RESCALE_ALONE = "input rescale alone"
     """An input RESCALE (into int32) that no op fuses; args: (its source type, its type)."""
     INPUT_RESCALE_BESIDE_INT32 = "input rescale beside int32"
@@ -620,8 +624,8 @@ def unfused_add_subs(g: LiveGraph) -> set[Hashable]:
     less (the pair the Arm backend emits for inputs of different scales; inputs of equal scales get 2^19 twice),
     and one output RESCALE alone reads its int32 output: 3072 cycles for a (1, 64, 32) ADD fused, else 16384
     (3072 + 2560 per input rescale, 2560 for the op, 2560 for its output rescale): a softmax's x - max(x), and a
-    residual ADD whose int32 sum another ADD also reads (tds-conv1d). Not modelled: an output RESCALE whose scale
-    is a power of two stays fused.
+    residual ADD whose int32 sum another ADD also reads (tds-conv1d); an output RESCALE that only shifts stays fused
+    (`output_rescales_alone`).
     """
     found = set()
     for value, term in g.terms.items():
@@ -701,6 +705,11 @@ def output_rescales_alone(g: LiveGraph, inputs_alone: Iterable[Hashable], unfuse
       bandwise-mlp and emg-gru-gesture (Ethos-U55, (1, 64, 32): 2560 + 2560 cycles, and 3072 for the rescale in
       front of it; Ethos-U85: 1920 + 5632);
     - an ADD or SUB that `unfused_add_subs` runs unfused;
+    - but not, on Ethos-U55 (`vela_cost.OUTPUT_SHIFT_FUSED_BEHIND_INT32`), a RESCALE that only shifts
+      (`_shifts_only`): regor's `SupportedOFMQuant` fuses that into an
+      elementwise op reading int32, and Vela runs such an ADD of two unfused (1, 64, 32) input rescales with its output
+      RESCALE by 2^-19 in one 2560-cycle layer (13824 cycles in all), against 2560 + 2560 for an output scale of
+      0.695 (16384);
     - on Ethos-U85 (`vela_cost.OUTPUT_RESCALE_ALONE_BESIDE_READER`), an ADD, SUB or MUL whose int32 output
       something else reads too (another op, another RESCALE, a graph output): a (1, 64, 32) ADD costs 512 cycles
       with its rescale fused, and 512 + 5824 when the sum is also returned (tds-conv1d's layer norm affine ADD).
@@ -713,6 +722,7 @@ def output_rescales_alone(g: LiveGraph, inputs_alone: Iterable[Hashable], unfuse
         if term.op == "Elementwise" and opaque_name(term) == "MUL" and standalone.intersection(behind_removed_reshapes(g, arg) for arg in term.args)
     }
     beside_reader = vela_cost.target_family(g.model.target) in vela_cost.OUTPUT_RESCALE_ALONE_BESIDE_READER
+    shift_fused = vela_cost.target_family(g.model.target) in vela_cost.OUTPUT_SHIFT_FUSED_BEHIND_INT32
     layers = {}
     for value, term in g.terms.items():
         if term.op not in ("Rescale", "Elementwise"):  # the ops is_output_rescale accepts
@@ -720,7 +730,7 @@ def output_rescales_alone(g: LiveGraph, inputs_alone: Iterable[Hashable], unfuse
         producer = g.terms.get(term.args[0]) if term.args else None
         if producer is None or not is_output_rescale(term, g.type_of(term.args[0]), g.type_of(value)):
             continue
-        alone = term.args[0] in unfused_ops or (
+        alone = (term.args[0] in unfused_ops and not (shift_fused and _shifts_only(term))) or (
             beside_reader
             and producer.op == "Elementwise"
             and opaque_name(producer) in OUTPUT_RESCALE_PRODUCERS
@@ -731,12 +741,63 @@ def output_rescales_alone(g: LiveGraph, inputs_alone: Iterable[Hashable], unfuse
     return layers
 
 
-def rescales_alone(g: LiveGraph) -> dict[Hashable, Layer]:
+def _shifts_only(term: Term) -> bool:
+    """A per-tensor `Rescale` whose multiplier is a power of two: a shift, which regor fuses into an elementwise producer
+    that reads int32 (`SupportedOFMQuant`: "Elementwise supports shift-only if input or output is 32-bit")."""
+    return term.op == "Rescale" and len(term.attrs[1]) == 1 and math.frexp(term.attrs[1][0])[0] == 0.5
+
+
+def rescales_alone(g: LiveGraph, unfused: set[Hashable]) -> dict[Hashable, Layer]:
     """The RESCALEs that Vela runs as layers of their own: the input rescales (`input_rescales_alone`) and the output
     rescales (`output_rescales_alone`), with the ADDs and SUBs run unfused (`unfused_add_subs`)."""
-    unfused = unfused_add_subs(g)
     inputs = input_rescales_alone(g, unfused)
     return {**inputs, **output_rescales_alone(g, inputs, unfused)}
+
+
+def _fused_clamp(g: LiveGraph, value: Hashable) -> bool:
+    """value's one reader is a CLAMP, directly or behind an output RESCALE that alone reads value: the activation
+    regor fuses into the op writing value (the CLAMP becomes the op group's second op)."""
+    reads = g.readers.of.get(value, ())
+    if g.readers.count(value) != 1 or len(reads) != 1:
+        return False
+    reader = g.terms[reads[0]]
+    if is_output_rescale(reader, g.type_of(value), g.type_of(reads[0])):
+        return _is_clamp(g, reads[0])
+    return opaque_name(reader) == "CLAMP"
+
+
+def _is_clamp(g: LiveGraph, value: Hashable) -> bool:
+    reads = g.readers.of.get(value, ())
+    return g.readers.count(value) == 1 and len(reads) == 1 and opaque_name(g.terms[reads[0]]) == "CLAMP"
+
+
+def elementwise_passes(g: LiveGraph, unfused: set[Hashable]) -> dict[Hashable, Layer]:
+    """The ADDs, SUBs and MULs that run as elementwise passes of their own (Ethos-U55), with what their pass reads.
+
+    Where `vela_cost.ELEMENTWISE_PASS_ALONE` holds, regor runs each binary op as one elementwise pass, and
+    `EthosU55Performance::EstimateAOCyclesPerElement` (architecture/ethosu55/ethos_u55_performance.cpp) prices its
+    output unit by what the pass reads and which activation its op group fuses (`blocks.u55_elementwise_cycles`):
+    - it reads int32 operands when an input RESCALE of it runs alone: an ADD or SUB that `unfused_add_subs` runs
+      unfused, or a MUL with an operand that is not an input rescale it alone reads (behind removed reshapes);
+      otherwise the int8 operands the fused rescales read;
+    - a CLAMP is fused into it (regor `SchedulerPacking`: the activation after the op, through the output RESCALE
+      fused into the op) when it alone reads the op's fused output (`_fused_clamp`).
+    Measured: a (1, 32, 32, 8) ADD with a CLAMP behind it costs 49152 cycles on Ethos-U55-32 and 6144 on U55-256;
+    without the CLAMP, 49152 and 8192; reading int32, 24576 and 9216.
+    """
+    if vela_cost.target_family(g.model.target) not in vela_cost.ELEMENTWISE_PASS_ALONE:
+        return {}
+    layers = {}
+    for value, term in g.terms.items():
+        op = opaque_name(term) if term.op == "Elementwise" else ""
+        if op not in ("ADD", "SUB", "MUL"):
+            continue
+        if op == "MUL":
+            reads_int32 = not all(is_read_once_input_rescale(g, behind_removed_reshapes(g, a)) for a in term.args)
+        else:
+            reads_int32 = value in unfused
+        layers[value] = Layer(value, LayerKind.ELEMENTWISE_PASS, (reads_int32, not reads_int32 and _fused_clamp(g, value)))
+    return layers
 
 
 # ---------------------------------------------------------------- the layers of a graph
@@ -754,6 +815,7 @@ DECISIONS = (
     unfused_add_subs,
     input_rescales_alone,
     output_rescales_alone,
+    elementwise_passes,
 )
 """Every decision `form_layers` takes, in the order docs/cost_model.md lists them (`decisions_markdown`)."""
 
@@ -766,7 +828,9 @@ def form_layers(g: LiveGraph) -> list[Layer]:
     transposing = transposing_slice_copies(g, folded)
     in_shape = transposes_as_vela_runs_them(g)
     concat_copies = copied_concat_inputs(g)
-    alone = rescales_alone(g)
+    unfused = unfused_add_subs(g)
+    alone = rescales_alone(g, unfused)
+    passes = elementwise_passes(g, unfused)
     reshape_copies = set(copied_reshapes(g))
     layers: list[Layer] = []
     for value, term in g.terms.items():
@@ -782,6 +846,8 @@ def form_layers(g: LiveGraph) -> list[Layer]:
         elif value in in_shape:
             if in_shape[value] is not None:  # None: merged into the transpose reading it
                 layers.append(in_shape[value])
+        elif value in passes:
+            layers.append(passes[value])
         else:
             layers.append(Layer(value, LayerKind.OP))
         if value in alone:

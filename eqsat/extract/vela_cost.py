@@ -76,7 +76,8 @@ What each op costs
   their cost). Features: elements, broadcast elements (an operand is
   broadcast), batched elements (leading dimensions beyond HWC). On
   Ethos-U55 an ADD, SUB or MUL also costs the elementwise pass it runs as,
-  priced as measured alone (`elementwise_pass`), and the joint fit prices
+  computed as regor's estimator does for what the pass reads and fuses
+  (`elementwise_pass`, `layers.elementwise_passes`), and the joint fit prices
   what its rescales add to that.
   * A per-channel RESCALE (int32 -> int8) is the output scaling of a
     convolution and costs 0; the convolution's fit includes it.
@@ -389,6 +390,12 @@ its output rescales becomes a layer of its own. Measured on Ethos-U85 (tests/ext
 ADD of two rescaled int8 tensors costs 512 cycles with its output rescale fused, and 512 + 5824 when the int32 sum
 is also returned. On Ethos-U55 such an ADD or SUB runs unfused with all its rescales (`fuses_add_sub`); a U55 MUL whose
 int32 output has another reader is not modelled."""
+
+OUTPUT_SHIFT_FUSED_BEHIND_INT32 = frozenset({"u55"})
+"""The target generations on which an output RESCALE that only shifts is fused into an elementwise op that reads int32
+(regor `EthosU55Constraints`' `SupportedOFMQuant`, `layers.output_rescales_alone`). Ethos-U85's constraints allow it for
+a MUL only, and Vela was measured running such rescales alone there (tests/extract/test_layers.py)."""
+
 
 def dtype_name(t: TensorType | None) -> str:
     """'int8' for torch.int8; 'int8' when unknown."""
@@ -774,22 +781,23 @@ def op_cycles(model: dict, config: OpConfig) -> float:
 
 
 ELEMENTWISE_PASS_ALONE = frozenset({"u55"})
-"""The target generations on which a binary op in a graph costs the elementwise pass measured alone.
-Ethos-U55 runs each ADD, SUB and MUL as a pass of its own at about that rate (tds-conv1d: 3072 cycles for a
-(1, 64, 32) ADD or SUB, 2048-2560 for a MUL; alone 2560). Ethos-U85 does not: there a pass in a graph costs
-half its rate alone (512 cycles for the same SUB, 1024 alone) and an ADD behind a convolution is chained into
-it at 0 cycles (resnet8), so its joint families price the whole op."""
+"""The target generations on which a binary op in a graph costs the elementwise pass it runs as, computed
+(`elementwise_pass`). Ethos-U55 runs each ADD, SUB and MUL as a pass of its own. Ethos-U85 does not: there a pass in
+a graph costs half its rate alone (512 cycles for a (1, 64, 32) SUB, 1024 alone) and an ADD behind a convolution is
+chained into it at 0 cycles (resnet8), so its joint families price the whole op."""
 
 
-def elementwise_pass(models: dict[str, dict], config: OpConfig, target: str) -> float:
-    """The NPU pass a binary op (ADD, SUB, MUL) runs as on target, priced as measured alone
-    (`isolated/binary/OP`), where `ELEMENTWISE_PASS_ALONE`; 0 for other families and targets. Vela runs each
-    binary op as one elementwise pass, its rescales fused into it or run as passes of their own; the joint
-    family `binary/OP` prices what the op costs beyond that pass."""
+def elementwise_pass(config: OpConfig, target: str, reads_int32: bool = False, clamped: bool = False) -> float:
+    """The NPU cycles of the pass a binary op (ADD, SUB, MUL) runs as on target, where `ELEMENTWISE_PASS_ALONE`; 0 for
+    other families and targets. Computed as regor's estimator does (`blocks.u55_elementwise_cycles`), for an op that
+    reads int32 operands (reads_int32: an input RESCALE of it runs alone) or its int8 ones with the rescales fused,
+    with or without a fused CLAMP (`layers.elementwise_passes` says which); the joint family `binary/OP` prices what
+    the op costs beyond that pass. Vela's `Op Cycles` of such a pass is its NPU cycles: its memory access, 3 bytes per
+    element fused, is at most a third of them on every Ethos-U55 size."""
     if not config.family.startswith("binary/") or target_family(target) not in ELEMENTWISE_PASS_ALONE:
         return 0.0
-    model = models.get(f"isolated/{config.family}")
-    return op_cycles(model, config) if model is not None else 0.0
+    op = config.family.partition("/")[2]
+    return float(blocks.u55_elementwise_cycles(target, op, int(config.features["elements"]), reads_int32, clamped))
 
 
 @dataclass
@@ -835,6 +843,8 @@ class VelaCalibratedCost:
         """batched_copies of each tensor type asked for: whole-graph costs ask for the same few types on every evaluation."""
         self._rescales: dict[tuple[TensorType | None, TensorType | None], float] = {}
         """standalone_input_rescale of each pair of tensor types asked for, for the same reason."""
+        self._binary_ops: dict[tuple, float] = {}
+        """binary_op of each configuration and context asked for, for the same reason."""
 
     def cost(self, term: Term, out: TensorType | None, args: list[TensorType | None]) -> float:
         value = self.cost_of(op_config(term, out, args, self.target))
@@ -944,7 +954,18 @@ class VelaCalibratedCost:
         model = self._models.get(f"isolated/{config.family}")
         return price + (op_cycles(model, config) if model is not None else 0.0)
 
-    def cost_of(self, config: OpConfig) -> float:
+    def binary_op(self, term: Term, out: TensorType | None, args: list[TensorType | None], reads_int32: bool, clamped: bool) -> float:
+        """An ADD, SUB or MUL as Vela runs it in its graph: what `cost` charges, with its elementwise pass in the
+        context that layer formation found (`elementwise_pass`; `cost` assumes fused int8 operands and no CLAMP)."""
+        key = (term.attrs, out, tuple(args), reads_int32, clamped)
+        try:
+            return self._binary_ops[key]
+        except KeyError:
+            value = self._binary_ops[key] = self.cost_of(op_config(term, out, args, self.target), reads_int32, clamped)
+            return value
+
+    def cost_of(self, config: OpConfig, reads_int32: bool = False, clamped: bool = False) -> float:
+        """What config costs; a binary op's elementwise pass reads int32 operands, or has a CLAMP fused, as told."""
         if config.fixed is not None:
             return config.fixed
         if config.transpose is not None and not self.transpose_runs(*config.transpose):
@@ -952,7 +973,7 @@ class VelaCalibratedCost:
         model = self._model_for(config.family)
         if model is None:
             return float(config.features.get("elements", 1.0))
-        value = op_cycles(model, config) + elementwise_pass(self._models, config, self.target)
+        value = op_cycles(model, config) + elementwise_pass(config, self.target, reads_int32, clamped)
         extra = config.features.get("with_input_rescales", 0.0)
         if extra:
             rescale = self._model_for("rescale_in/int8")

@@ -109,3 +109,33 @@ def test_the_sram_channels_of_ethos_u85_are_slower_than_the_sram():
     assert (sram.max_reads, sram.max_writes, sram.ports, sram.bandwidth) == (8, 8, 2, 32.0)
     assert blocks.channel_bandwidth("ethos-u85-256", write=False) == pytest.approx(20.48)
     assert blocks.channel_bandwidth("ethos-u85-256", write=True) == pytest.approx(20.48)
+
+
+U55_ELEMENTWISE = [
+    # (op, input rescales' scales, CLAMP behind, reads int32): the Arm backend's 2^19 and a smaller scale fuse into an
+    # ADD on Ethos-U55, two 2^19 scales do not (its rescales run alone and it reads int32); a MUL fuses unit scales.
+    ("ADD", ("add", "unit"), True, False),
+    ("ADD", ("add", "unit"), False, False),
+    ("ADD", ("add", "add"), True, True),
+    ("MUL", ("unit", "unit"), False, False),
+    ("MUL", ("unit", "unit"), True, False),
+]
+
+
+@pytest.mark.parametrize("target", ["ethos-u55-32", "ethos-u55-64", "ethos-u55-128", "ethos-u55-256"])
+@pytest.mark.parametrize("shape", [[1, 32, 32, 8], [1, 6, 10, 24]], ids=str)
+@pytest.mark.parametrize("op, scales, clamped, reads_int32", U55_ELEMENTWISE, ids=str)
+def test_an_ethos_u55_elementwise_pass_costs_in_vela_what_regors_estimate_says(target, shape, op, scales, clamped, reads_int32):
+    """int8 x, y -> input RESCALEs -> ADD or MUL -> output RESCALE (-> CLAMP): the op's pass costs Vela's NPU cycles
+    `u55_elementwise_cycles` computes, by what it reads and whether the CLAMP is fused (its last layer of that operator:
+    Vela runs an input rescale alone as an ADD and a MUL of its own)."""
+    from eqsat.calibration.graphs import _binary, _clamp, _Graph, _rescale
+
+    g = _Graph()
+    x, y = g.input(shape, "int8"), g.input(shape, "int8")
+    a, b = (_rescale(g, f"in{i}", v, shape, "int8", "int32", scale) for i, (v, scale) in enumerate(zip((x, y), scales)))
+    out = _rescale(g, "out", _binary(g, "op", op, a, b, shape), shape, "int32", "int8", "mul_out" if op == "MUL" else "add_out")
+    g.output(_clamp(g, "clamp", out, shape, "int8") if clamped else out)
+    *_, layer = [layer for layer in estimate(g.tosa.serialize(), target).layers if layer.operator == op.capitalize()]
+    elements = shape[1] * shape[2] * shape[3]
+    assert layer.cycles_npu == blocks.u55_elementwise_cycles(target, op, elements, reads_int32, clamped)
