@@ -1,24 +1,32 @@
 """Hand-built FX graphs for tests: the builder lives in eqsat.graph_builder, the bit-exact comparison in
-eqsat.soundness; both are re-exported here, beside the small builders several test files share."""
+eqsat.soundness; both are re-exported here, beside the small builders and fuzzer graph specs several test files share."""
+
+import random
 
 import torch
 from executorch.backends.arm.tosa.specification import TosaLoweringContext, TosaSpecification
 from torch import fx
 
+from eqsat.fuzz import GraphSpec, Step
 from eqsat.graph_builder import GraphBuilder
 from eqsat.ops.nodes import TOSA
 from eqsat.soundness import assert_bit_identical, random_inputs
 
 __all__ = [
     "GraphBuilder",
+    "RELU_CONCAT",
     "TwoConv",
     "assert_bit_identical",
+    "permute_graph",
     "random_inputs",
     "tosa_lowering",
     "tosa_pad",
     "tosa_slice",
     "tosa_table",
+    "transpose_reshape_chain",
 ]
+
+aten = torch.ops.aten
 
 
 def tosa_lowering() -> TosaLoweringContext:
@@ -50,3 +58,38 @@ class TwoConv(torch.nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.second(torch.relu(self.first(x)))
+
+
+def permute_graph():
+    """x (1, 2, 3, 4) -> NCHW-to-NHWC permute -> neg."""
+    g = GraphBuilder()
+    x = g.input("x", (1, 2, 3, 4))
+    y = g.call(aten.permute_copy.default, x, [0, 2, 3, 1])
+    return g.output(g.call(aten.neg.default, y))
+
+
+CHAIN_SHAPE = (1, 2, 1, 3, 1, 2)
+
+
+def transpose_reshape_chain(length: int, seed: int = 0) -> GraphSpec:
+    """Alternating rank-6 transposes and reshapes over unit dims: nearly every transpose and reshape law applies
+    everywhere, and unbudgeted saturation takes 10 iterations and ~7,000 e-nodes at length 40."""
+    rng = random.Random(seed)
+    steps, shape = [], CHAIN_SHAPE
+    for i in range(length):
+        if i % 2 == 0:
+            perm = rng.sample(range(6), 6)
+            steps.append(Step("transpose", (i,), (tuple(perm),)))
+            shape = tuple(shape[p] for p in perm)
+        else:
+            shape = tuple(rng.sample(shape, 6))
+            steps.append(Step("reshape", (i,), (shape,)))
+    return GraphSpec((CHAIN_SHAPE,), tuple(steps), (length,))
+
+
+RELU_CONCAT = GraphSpec(
+    inputs=((1, 3, 2, 2), (1, 3, 2, 2)),
+    steps=(Step("clamp", (0,), (-7, 127)), Step("concat", (2, 1), (1,)), Step("transpose", (3,), ((0, 2, 3, 1),))),
+    outputs=(4,),
+)
+"""CLAMP(x, zp, 127) ++ y under the shared zero point -7, then NCHW -> NHWC."""

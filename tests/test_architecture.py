@@ -1,4 +1,4 @@
-"""The layering of docs/architecture.md, checked on the source: which modules may import which."""
+"""The layering of docs/architecture.md, checked on the source: which modules may import which (the test suite's too)."""
 
 from __future__ import annotations
 
@@ -19,15 +19,15 @@ def module_name(path: Path) -> str:
 MODULES = {module_name(p): p for p in PACKAGE.rglob("*.py")}
 
 
-def direct_imports(module: str) -> set[str]:
-    """Every module named by an import statement of module, at any depth of its code."""
+def direct_imports(module: str, modules: dict[str, Path] = MODULES) -> set[str]:
+    """Every module named by an import statement of module (one of modules), at any depth of its code."""
     found = set()
-    for node in ast.walk(ast.parse(MODULES[module].read_text())):
+    for node in ast.walk(ast.parse(modules[module].read_text())):
         if isinstance(node, ast.Import):
             found.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom) and node.module:
             found.add(node.module)
-            found.update(f"{node.module}.{alias.name}" for alias in node.names if f"{node.module}.{alias.name}" in MODULES)
+            found.update(f"{node.module}.{alias.name}" for alias in node.names if f"{node.module}.{alias.name}" in modules)
     return found
 
 
@@ -85,3 +85,14 @@ def test_the_flatbuffer_bridge_hands_the_pipeline_an_fx_graph_and_knows_no_egrap
     imported = reachable_imports("eqsat.bridge_tosa")
     assert not {n for n in eqsat_modules(imported) if not n.startswith("eqsat.ops") and n != "eqsat.ir"}, sorted(eqsat_modules(imported))
     assert "egglog" not in top_level(imported)
+
+
+TEST_SUITE = {module_name(p): p for p in (ROOT / "tests").rglob("*.py")}
+
+
+@pytest.mark.parametrize("module", sorted(TEST_SUITE))
+def test_no_module_of_the_test_suite_imports_a_test_module(module):
+    """What several test files share lives in a harness module (docs/architecture.md names them), never in a test_*
+    module that another test file would import."""
+    imported = direct_imports(module, TEST_SUITE) & TEST_SUITE.keys()
+    assert not {m for m in imported if m.rpartition(".")[2].startswith("test_")}

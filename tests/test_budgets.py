@@ -6,7 +6,6 @@ from __future__ import annotations
 import gc
 import logging
 import os
-import random
 import sys
 import time
 
@@ -20,25 +19,7 @@ from eqsat import bridge_fx, fuzz, pipeline, rules
 from eqsat.extract.egraph_view import EGraphView
 from eqsat.fuzz import GraphSpec, Step
 from eqsat.rules import StopReason
-
-CHAIN_SHAPE = (1, 2, 1, 3, 1, 2)
-
-
-def transpose_reshape_chain(length: int, seed: int = 0) -> GraphSpec:
-    """Alternating rank-6 transposes and reshapes over unit dims: nearly every transpose and reshape law applies
-    everywhere, and unbudgeted saturation takes 10 iterations and ~7,000 e-nodes at length 40."""
-    rng = random.Random(seed)
-    steps, shape = [], CHAIN_SHAPE
-    for i in range(length):
-        if i % 2 == 0:
-            perm = rng.sample(range(6), 6)
-            steps.append(Step("transpose", (i,), (tuple(perm),)))
-            shape = tuple(shape[p] for p in perm)
-        else:
-            shape = tuple(rng.sample(shape, 6))
-            steps.append(Step("reshape", (i,), (shape,)))
-    return GraphSpec((CHAIN_SHAPE,), tuple(steps), (length,))
-
+from tests.graphs import transpose_reshape_chain
 
 CHAIN = transpose_reshape_chain(40)
 

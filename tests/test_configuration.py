@@ -304,7 +304,7 @@ def test_eqsat_targets_shows_the_error_the_report_measured_on_a_non_default_conf
     """`eqsat calibrate --report` scores the configuration on the rows benchmarked apart on it, and `eqsat targets`
     reads the error back from the report."""
     from eqsat.calibration import report
-    from tests.calibration.test_report import conv_graph, write_row
+    from tests.calibration.harness import conv_graph, write_row
 
     configuration = other_calibration
     monkeypatch.setattr(report, "grid", lambda target, split, scale: [])  # no held-out shapes: no Vela run

@@ -20,6 +20,7 @@ from hypothesis import given, settings
 
 import eqsat
 from eqsat import fuzz
+from tests.graphs import RELU_CONCAT, transpose_reshape_chain
 
 REPOSITORY = Path(__file__).resolve().parents[1]
 
@@ -49,9 +50,8 @@ def run_in_fresh_process(script: str, hash_seed: int) -> str:
 
 
 OPTIMIZE_SCRIPT = """
-from tests.test_budgets import transpose_reshape_chain
+from tests.graphs import RELU_CONCAT, transpose_reshape_chain
 from tests.test_determinism import optimized_code
-from tests.test_fuzz import RELU_CONCAT
 print("=== result ===")
 print(optimized_code([transpose_reshape_chain(24), RELU_CONCAT, transpose_reshape_chain(12, seed=1)]))
 """
@@ -102,9 +102,6 @@ def busy_loop(stop, seconds: float) -> None:
 
 
 def test_a_machine_kept_busy_by_other_processes_gives_the_same_graph():
-    from tests.test_budgets import transpose_reshape_chain
-    from tests.test_fuzz import RELU_CONCAT
-
     # The ILP runs on the first graph (264 e-nodes); refinement has most to do on the second (4,844).
     graphs = [[transpose_reshape_chain(4), RELU_CONCAT], [transpose_reshape_chain(24), RELU_CONCAT, transpose_reshape_chain(12, seed=1)]]
     quiet = [optimized_code(specs) for specs in graphs]

@@ -15,6 +15,7 @@ from eqsat.bridge_fx import ZERO_SIZE_REFUSAL
 from eqsat.fuzz import GraphSpec, Step
 from eqsat.report import Report
 from eqsat.validate import assert_lowerings_equivalent
+from tests.graphs import RELU_CONCAT
 
 DEFAULT_BATCHES = 20
 """20 batches of fuzz.BATCH (10) graphs: the default run checks 200 graphs, every e-node of each (about 0.3 s a graph)."""
@@ -114,14 +115,6 @@ def test_a_run_counts_each_law_per_graph_and_dtype():
     assert run.enodes == 5 and run.too_large == 1
     assert "transpose-compose" in run.unreached(0.01) and "concat-single" not in run.unreached(0.01)
     assert "| `concat-single` | 100.0% | 100.0% |" in run.markdown()
-
-
-RELU_CONCAT = GraphSpec(
-    inputs=((1, 3, 2, 2), (1, 3, 2, 2)),
-    steps=(Step("clamp", (0,), (-7, 127)), Step("concat", (2, 1), (1,)), Step("transpose", (3,), ((0, 2, 3, 1),))),
-    outputs=(4,),
-)
-"""CLAMP(x, zp, 127) ++ y under the shared zero point -7, then NCHW -> NHWC."""
 
 
 def test_relu_concat_under_a_shared_zero_point_optimizes_bit_exact():

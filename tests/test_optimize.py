@@ -10,16 +10,9 @@ import eqsat
 from eqsat import pipeline
 from eqsat import rules
 from eqsat.terms import Tensor
-from tests.graphs import GraphBuilder, assert_bit_identical
+from tests.graphs import GraphBuilder, assert_bit_identical, permute_graph
 
 aten = torch.ops.aten
-
-
-def permute_graph():
-    g = GraphBuilder()
-    x = g.input("x", (1, 2, 3, 4))
-    y = g.call(aten.permute_copy.default, x, [0, 2, 3, 1])
-    return g.output(g.call(aten.neg.default, y))
 
 
 def test_unknown_option_is_a_clear_error():
@@ -196,7 +189,7 @@ def npu_only(model):
 
 
 def test_acceptance_rejects_a_rewrite_that_saves_npu_cycles_but_costs_inference_cycles(monkeypatch):
-    from tests.extract.test_vela_cost import vela_layers
+    from tests.tosa_graphs import vela_layers
 
     target = "ethos-u85-256"
     as_is, lowered = vela_layers((1, 4, 32, 32), (0, 2, 3, 1), target), vela_layers((4, 1024), (1, 0), target)

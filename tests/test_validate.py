@@ -20,7 +20,7 @@ from eqsat.validate import (
     run_reference_model,
     tosa_inputs,
 )
-from tests.ops.test_reference_model import rescale_graph
+from tests.tosa_graphs import rescale_graph
 
 TARGET = "ethos-u55-128"
 INPUT_SHAPE = (1, 4, 8, 8)

@@ -11,11 +11,9 @@ from eqsat.configuration import Configuration
 from eqsat.extract import vela_cost
 from eqsat.extract.cost import priced
 from eqsat.extract.vela_cost import VelaCalibratedCost
-from eqsat.ir import Graph, TensorType, Term
-from tests.test_optimize import permute_graph
-
-TARGET = "ethos-u55-128"
-INT8 = TensorType((1, 8, 8, 16), "torch.int8")
+from eqsat.ir import Graph
+from tests.calibration.harness import TARGET, conv_graph, write_row
+from tests.graphs import permute_graph
 
 
 def test_the_graph_a_report_keeps_prices_to_its_cost_before():
@@ -23,19 +21,6 @@ def test_the_graph_a_report_keeps_prices_to_its_cost_before():
     graph = Graph.from_data(json.loads(json.dumps(report.as_dict()))["graph_before"])
     assert len(graph.terms) == len(graph.names) > 2
     assert priced(graph, VelaCalibratedCost(TARGET)) == report.cost_before > 0
-
-
-def conv_graph() -> Graph:
-    """input -> CONV2D -> per-channel RESCALE -> TRANSPOSE, as the Arm backend names them."""
-    terms = [
-        Term("Opaque", (), ("x",)),
-        Term("Opaque", (), ("w",)),
-        Term("Opaque", (0, 1), ("tosa.CONV2D.default#1",)),
-        Term("Rescale", (2,), ("torch.int8", (3, 5), (30, 30), 0, 0, "")),
-        Term("Transpose", (3,), ((0, 3, 1, 2),)),
-    ]
-    types = [INT8, TensorType((16, 3, 3, 16), "torch.int8"), INT8._replace(dtype="torch.int32"), INT8, TensorType((1, 16, 8, 8), "torch.int8")]
-    return Graph(["x", "w", "tosa_conv2d_default", "tosa_rescale_default", "tosa_transpose_default"], terms, types, [4])
 
 
 def test_a_layer_goes_to_the_node_it_names_or_up_its_operands_to_the_op_it_came_from():
@@ -72,27 +57,6 @@ def test_an_intermediate_pass_goes_with_the_named_layer_of_its_op_that_follows_i
     ]
     families = attribute([graph], layers, TARGET, model)
     assert families["transpose/int8"][1] == 340 and families["unattributed"] == [0.0, 12.0]
-
-
-def write_row(
-    runs,
-    model,
-    graph: Graph | None,
-    calibration: str,
-    cost_before: float = 5.0,
-    configuration: Configuration | None = None,
-    cycles_total: int = 100,
-    io_layout: str = "contiguous",
-) -> None:
-    """A row as `eqsat bench` writes it (`bench._row_path`, `bench.configuration_name`); Vela's cycles are a fixture."""
-    configuration = configuration or Configuration.of(TARGET)
-    report = {"cost_before": cost_before, "graph_before": graph.as_data() if graph else None}
-    row = {"model": model, "target": configuration.target, "calibration": calibration, "reports": [report], "stock": {"cycles_total": cycles_total, "layers": []}}
-    if not configuration.is_default:
-        row["configuration"] = configuration.name
-    row["io_layout"] = io_layout
-    runs.mkdir(parents=True, exist_ok=True)
-    (runs / f"{model}__{configuration.name}{'' if io_layout == 'contiguous' else '__' + io_layout}.json").write_text(json.dumps(row))
 
 
 def test_rows_are_priced_again_from_their_graphs_whatever_calibration_measured_them(tmp_path):

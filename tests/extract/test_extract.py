@@ -12,7 +12,7 @@ from eqsat.ir import Term
 from eqsat.extract import ILP_TERM_LIMIT, extract
 from eqsat.extract.greedy import dag_cost, extract_greedy, reachable
 from eqsat.extract.ilp import extract_ilp, extract_optimal
-from tests.extract.test_refine import cyclic_egraphs
+from tests.extract.strategies import cyclic_egraphs
 
 LEAF = Term("Opaque", (), ("x",))
 

@@ -5,13 +5,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from hypothesis import given, settings
-from hypothesis import strategies as st
 
 from eqsat.ir import TensorType, Term
 from eqsat.extract import extract
 from eqsat.extract.layers import LiveGraph, copied_reshapes, readers_of
 from eqsat.extract.greedy import reachable
 from eqsat.extract.refine import _acyclic_with, refine, refine_from
+from tests.extract.strategies import cyclic_egraphs
 
 LEAF = Term("Opaque", (), ("x",))
 
@@ -55,24 +55,6 @@ def test_refine_avoids_a_reshape_that_vela_would_copy():
     refinement = refine(extracted.selection, candidates, ["a", "b"], graph_cost)
     refined, cost = refinement.selection, refinement.cost
     assert refined["a"].attrs == ("copy",) and cost == 6.0 == graph_cost(refined)
-
-
-@st.composite
-def cyclic_egraphs(draw):
-    """Random e-graphs whose terms may read any class, their own included; every class also has a leaf term."""
-    count = draw(st.integers(2, 7))
-    classes = [f"c{i}" for i in range(count)]
-    candidates = {}
-    for i, eclass in enumerate(classes):
-        terms = [Term("Opaque", (), (f"leaf{i}",))]
-        for k in range(draw(st.integers(0, 3))):
-            args = tuple(draw(st.lists(st.sampled_from(classes), min_size=1, max_size=2)))
-            terms.append(Term("Elementwise", args, (f"op{i}.{k}",)))
-        candidates[eclass] = terms
-    costs = {(c, t): float(draw(st.integers(0, 9))) for c, ts in candidates.items() for t in ts}
-    fan_out_penalty = float(draw(st.integers(0, 20)))
-    roots = draw(st.lists(st.sampled_from(classes), min_size=1, max_size=3))
-    return candidates, costs, fan_out_penalty, roots
 
 
 @settings(max_examples=80, deadline=None)

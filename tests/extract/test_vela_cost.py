@@ -11,6 +11,7 @@ from eqsat.extract import vela_cost
 from eqsat.ir import Graph, TensorType, Term
 from eqsat.extract.cost import UncalibratedTargetError, cost_model_for
 from eqsat.extract.vela_cost import VelaCalibratedCost, calibration_path, has_calibration, vela_version
+from tests.tosa_graphs import vela_layers
 
 TARGETS = ["ethos-u55-128", "ethos-u85-256"]
 
@@ -205,14 +206,6 @@ def test_a_table_term_costs_what_the_opaque_table_it_was_read_as_cost(model, dty
     opaque = Term("Opaque", (0, 1), ("tosa.TABLE.default#4",))
     table = Term("Table", (0, 1), ("tosa.TABLE.default#4",))
     assert model.cost(table, tt([1, 8, 8, 16], out_dtype), args) == model.cost(opaque, tt([1, 8, 8, 16], out_dtype), args) > 0
-
-
-def vela_layers(shape, perm, target):
-    from eqsat.calibration.graphs import Sample, build_tosa
-    from eqsat.vela import estimate
-
-    graph, _ = build_tosa([Sample("transpose", {"shape": list(shape), "perm": list(perm), "dtype": "int8"})])
-    return estimate(graph, target)
 
 
 IMAGE_INPUT_TRANSPOSES = [((1, 3, 96, 96), (0, 2, 3, 1)), ((3, 9216), (1, 0)), ((3, 96, 96), (1, 2, 0))]

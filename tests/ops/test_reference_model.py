@@ -18,6 +18,7 @@ from eqsat.ops import RequireViolation
 from eqsat.ops.rescale import multiplier_and_shift, reference as rescale, scales_of
 from eqsat.ops.table import reference as table
 from eqsat.validate import run_reference_model
+from tests.tosa_graphs import rescale_graph
 
 RANGES = {"int8": (-128, 127), "int16": (-32768, 32767), "int32": (-(2**31), 2**31 - 1)}
 TORCH = {"int8": torch.int8, "int16": torch.int16, "int32": torch.int32}
@@ -37,18 +38,6 @@ def run_ours(semantics, *args) -> np.ndarray | None:
         return semantics(*args).numpy()
     except RequireViolation:
         return None
-
-
-def rescale_graph(shape, source: str, dest: str, multipliers, shifts, in_zp: int, out_zp: int) -> _Graph:
-    g = _Graph()
-    x = g.input(shape, source)
-    n = len(multipliers)
-    inputs = [x, g.const([n], "int32", list(multipliers)), g.const([n], "int8", list(shifts)), g.const([1], source, [in_zp]), g.const([1], dest, [out_zp])]
-    attribute = _attr(
-        "RescaleAttribute", scale32=True, rounding_mode=ts.RoundingMode.SINGLE_ROUND, per_channel=n > 1, input_unsigned=False, output_unsigned=False
-    )
-    g.output(g.op("op", ts.Op.RESCALE, inputs, shape, dest, attribute))
-    return g
 
 
 def test_rescale_agrees_with_the_reference_model_and_refuses_what_it_refuses():

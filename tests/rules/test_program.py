@@ -14,8 +14,7 @@ from eqsat.rules import _program
 from eqsat.rules._law import law
 from eqsat.rules.guards import is_identity_perm
 from eqsat.terms import Tensor
-from tests.test_budgets import transpose_reshape_chain
-from tests.test_fuzz import RELU_CONCAT
+from tests.graphs import RELU_CONCAT, transpose_reshape_chain
 
 NO_CLOCK = rules.Budget(seconds=600)
 

@@ -17,8 +17,7 @@ from eqsat.rules.reshape_concat import reshape_concat
 from eqsat.rules.slice_concat_rank import slice_concat_rank
 from eqsat.rules.slice_pushdown import slice_pushdown
 from tests.graphs import GraphBuilder, tosa_lowering
-from tests.rules.harness import Saturated, law_fires_in
-from tests.rules.test_reshape import terms
+from tests.rules.harness import Saturated, law_fires_in, terms
 
 aten = torch.ops.aten
 slice_copy, cat, neg = aten.slice_copy.Tensor, aten.cat.default, aten.neg.default

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import random
-
 import pytest
 import torch
 from executorch.exir.dialects._ops import ops as exir_ops
@@ -15,18 +13,12 @@ from eqsat.rules.reshape import reshape
 from eqsat.rules.slice_pushdown import slice_pushdown
 from eqsat.rules.transpose import transpose
 from tests.graphs import GraphBuilder, tosa_lowering, tosa_pad, tosa_slice, tosa_table
-from tests.rules.harness import Saturated, law_fires_in
-from tests.rules.test_reshape import data_movement_graphs, reshaped_shapes, terms
+from tests.rules.harness import Saturated, law_fires_in, sliced, terms
+from tests.rules.strategies import data_movement_graphs, many_slices_after, slice_copy
 
 aten = torch.ops.aten
 TOSA = exir_ops.backend.tosa
 view, permute, neg, add = aten.view_copy.default, aten.permute_copy.default, aten.neg.default, aten.add.Tensor
-slice_copy = aten.slice_copy.Tensor
-
-
-def sliced(s: Saturated, eclass: str) -> set[tuple[str, tuple[int, ...], tuple[int, ...]]]:
-    """(input class, start, size) of every slice in eclass."""
-    return {(t.args[0], *t.attrs) for t in terms(s, eclass, "Slice")}
 
 
 def test_slice_moves_through_a_unary_op():
@@ -122,37 +114,6 @@ def test_slice_of_a_concat_half_reaches_the_concat_through_reshape_and_transpose
     assert Term("Slice", (s.class_of(joined),), ((0, 0, 0, 0), (1, 8, 8, 16))) in {
         t for c in reached for t in s.view.candidates[c]
     }
-
-
-def random_box(rnd: random.Random, shape: tuple[int, ...]) -> tuple[int, int, int]:
-    """(dim, begin, end) of a non-empty slice, uniformly: anywhere, or a whole number of rows of some length."""
-    dim = rnd.randrange(len(shape))
-    extent = shape[dim]
-    if rnd.random() < 0.5:
-        begin = rnd.randrange(extent)
-        return dim, begin, rnd.randrange(begin + 1, extent + 1)
-    step = rnd.choice([d for d in range(1, extent + 1) if extent % d == 0])
-    length = step * rnd.randrange(1, extent // step + 1)
-    if rnd.random() < 0.5:
-        begin = rnd.randrange(extent - length + 1)
-    else:
-        begin = step * rnd.randrange((extent - length) // step + 1)
-    return dim, begin, begin + length
-
-
-@st.composite
-def many_slices_after(draw, op: str):
-    """x -> one reshape or transpose -> twelve slices, each an output, with boxes drawn uniformly."""
-    rank = draw(st.integers(1, 5 if op == "permute" else 4))
-    g = GraphBuilder()
-    x = g.input("x", tuple(draw(st.lists(st.integers(1, 4), min_size=rank, max_size=rank))))
-    if op == "view":
-        new_shape = draw(reshaped_shapes(tuple(x.meta["val"].shape), ("merge", "merge", "split", "unit", "any")))
-        moved = g.call(view, x, new_shape)
-    else:
-        moved = g.call(permute, x, list(draw(st.permutations(range(rank)))))
-    shape, rnd = tuple(moved.meta["val"].shape), draw(st.randoms(use_true_random=False))
-    return g.output(*[g.call(slice_copy, moved, *random_box(rnd, shape)) for _ in range(12)])
 
 
 # measured: the law fires in 97 of 100 cases; the share stated is 0.2 less

@@ -15,9 +15,8 @@ from eqsat.ops.nodes import TOSA
 from eqsat.rules import StopReason
 from eqsat.rules.transpose import transpose
 from tests.graphs import GraphBuilder, tosa_lowering, tosa_pad, tosa_table
-from tests.rules.harness import Saturated, law_fires_in, saturated_stress_graph
-from tests.rules.test_reshape import terms
-from tests.rules.test_slice_pushdown import many_slices_after, slice_copy, sliced
+from tests.rules.harness import Saturated, law_fires_in, saturated_stress_graph, sliced, terms
+from tests.rules.strategies import many_slices_after, slice_copy
 
 aten = torch.ops.aten
 permute = aten.permute_copy.default

@@ -12,8 +12,7 @@ from eqsat.rules.reshape import reshape
 from eqsat.rules.transpose import transpose
 from eqsat.rules.transpose_rank import transpose_rank
 from tests.graphs import GraphBuilder
-from tests.rules.harness import Saturated, law_fires_in, saturated_stress_graph
-from tests.rules.test_reshape import terms
+from tests.rules.harness import Saturated, law_fires_in, saturated_stress_graph, terms
 
 aten = torch.ops.aten
 view, permute = aten.view_copy.default, aten.permute_copy.default

@@ -13,8 +13,8 @@ from eqsat.rules.transpose import transpose
 from eqsat.rules.transpose_rank import transpose_rank
 from eqsat.rules.transpose_view import transpose_view
 from tests.graphs import GraphBuilder
-from tests.rules.harness import Saturated, law_fires_in
-from tests.rules.test_reshape import reshaped_shapes, terms
+from tests.rules.harness import Saturated, law_fires_in, terms
+from tests.rules.strategies import reshaped_shapes
 
 aten = torch.ops.aten
 view, permute = aten.view_copy.default, aten.permute_copy.default
