@@ -409,8 +409,9 @@ def u55_elementwise_cycles(target: str, op: str, elements: int, reads_int32: boo
     first, so an op whose input RESCALEs run alone reads int32) and its fused activation's (`U55_ACTIVATION_RATE`:
     with none, a table lookup's rate, 1 cycle per element on every size but Ethos-U65-512). So an ADD whose input
     rescales are fused costs 6 cycles per element on Ethos-U55-32 and 1.5 on U55-128, one reading int32 3 and 1.25.
-    Measured exact against Vela 5.1 on ADD and MUL, with and without a CLAMP, on four shapes of depth 5 to 24 and
-    every Ethos-U55 size (tests/extract/test_blocks.py); Vela counts no padding to a 16-deep brick here.
+    Measured exact against Vela 5.1 on ADD and MUL, with and without a CLAMP, reading int8 or int32, on five shapes of
+    depth 3 to 24 and every Ethos-U55 size (tests/extract/test_blocks.py checks two shapes); Vela counts no padding to
+    a 16-deep brick here.
 
     Not followed: the command-issue bound ((a block's memory-transfer cycles / its elements + rate) / 4 per element),
     which exceeds the rate only when a block's transfer takes over 3 * rate cycles per element, and a MUL writing
