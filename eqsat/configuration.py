@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from enum import StrEnum
 
 ACCELERATORS = tuple(
     [f"ethos-u55-{macs}" for macs in (32, 64, 128, 256)]
@@ -55,6 +56,14 @@ def check_target(target: str) -> str:
 def product(target: str) -> str:
     """"ethos-u55", "ethos-u65" or "ethos-u85": the NPU of an accelerator configuration."""
     return check_target(target).rpartition("-")[0]
+
+
+class Generation(StrEnum):
+    """An Ethos-U architecture of Vela's compiler, with its own performance model and operator support: Ethos-U65 is
+    of the U55 generation (`eqsat.extract.vela_cost.target_family` maps a target to its generation)."""
+
+    U55 = "u55"
+    U85 = "u85"
 
 
 @dataclass(frozen=True)

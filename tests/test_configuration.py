@@ -17,7 +17,7 @@ from eqsat import arm_pass, cli, lowering, targets, vela
 from eqsat import configuration as configuration_module
 from eqsat.calibration import calibrate
 from eqsat.calibration.graphs import Sample, build_tosa
-from eqsat.configuration import ACCELERATORS, Configuration, UnknownTargetError, vela_flag_values
+from eqsat.configuration import ACCELERATORS, Configuration, Generation, UnknownTargetError, vela_flag_values
 from eqsat.extract import vela_cost
 from eqsat.extract.cost import UncalibratedTargetError, cost_model_for, priced
 from eqsat.ir import TensorType, Term
@@ -95,8 +95,8 @@ def test_the_last_flag_wins_as_in_vela_and_several_ini_files_are_all_named():
 
 
 def test_ethos_u65_is_priced_as_the_u55_architecture_it_is():
-    assert vela_cost.target_family("ethos-u65-256") == vela_cost.target_family("ethos-u55-128") == "u55"
-    assert vela_cost.target_family("ethos-u85-128") == "u85"
+    assert vela_cost.target_family("ethos-u65-256") == vela_cost.target_family("ethos-u55-128") == Generation.U55
+    assert vela_cost.target_family("ethos-u85-128") == Generation.U85
     assert EthosUCompileSpec("ethos-u65-256").tosa_spec.is_U55_subset
 
 

@@ -60,7 +60,7 @@ import time
 from pathlib import Path
 from typing import Iterator
 
-from eqsat.configuration import Configuration
+from eqsat.configuration import Configuration, Generation
 from eqsat.extract import vela_cost
 from eqsat.calibration.fit import fit, folds_transpose_into_producer, transpose_feasibility
 from eqsat.calibration.graphs import Layout, Sample, build_tosa, context_bundle, serialize_node
@@ -362,7 +362,7 @@ def calibrate(
     target = configuration.target
     if samples is None:
         samples = grid(target, "fit", scale) + grid(target, "heldout", scale)
-        if vela_cost.target_family(target) == "u55":
+        if vela_cost.target_family(target) == Generation.U55:
             samples += grid(target, "probe", scale)
     records = measure(samples, configuration, workdir, jobs=jobs, progress=progress)
     wanted = {s.key for s in samples}

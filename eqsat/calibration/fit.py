@@ -48,6 +48,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from eqsat.configuration import Generation
 from eqsat.ir import TensorType, Term, with_window
 from eqsat.ops import concat, reduce, transpose
 from eqsat.extract import vela_cost
@@ -135,8 +136,8 @@ def _form_key(family: str, target: str) -> str:
     """'<generation>:<kind>', the key of a family's forms on target (FORMS, COMPUTED)."""
     kind = family.split("/", 1)[0]
     generation = vela_cost.target_family(target)
-    if kind == "transpose" and generation == "u85" and not vela_cost.u85_transposes_computed(target):
-        generation = "u85_multicore"
+    if kind == "transpose" and generation == Generation.U85 and not vela_cost.u85_transposes_computed(target):
+        return f"{generation}_multicore:{kind}"
     return f"{generation}:{kind}"
 
 

@@ -34,6 +34,7 @@ from __future__ import annotations
 import math
 import random
 
+from eqsat.configuration import Generation
 from eqsat.extract import vela_cost
 from eqsat.calibration.graphs import Sample
 
@@ -147,7 +148,7 @@ def _grid(target: str, split: str, scale: float) -> list[Sample]:
             if i % 3 == 0:  # softmax over the last axis of a batch of attention heads
                 shape = [rng.choice((2, 4)), rng.choice((1, 4)), rng.choice((16, 32, 64)), rng.choice((16, 32, 64))]
             axis = rng.choice((1, 2, 3, 3))
-            if kind == "reduce_sum" and vela_cost.target_family(target) == "u85":
+            if kind == "reduce_sum" and vela_cost.target_family(target) == Generation.U85:
                 # Ethos-U85 reads the int8 tensor a sum's input RESCALE widens (the rescale becomes a SUB of the
                 # zero point after it): a (1, 1, 64, 32) last-axis sum costs 252 cycles so, 652 over an int32 input
                 add(kind, shape=shape, axis=axis, source="int8")
@@ -182,7 +183,7 @@ def _grid(target: str, split: str, scale: float) -> list[Sample]:
     for _ in range(n(8)):  # a global average pool, the head of a classifier: the window is the whole map
         size = rng.choice((4, 5, 6, 7, 8, 12))
         add("avg_pool2d", shape=[1, size, size, rng.choice((16, 32, 64, 96))], k=size, stride=1)
-    if vela_cost.target_family(target) == "u85":
+    if vela_cost.target_family(target) == Generation.U85:
         for _ in range(n(48)):  # a slice read only by a one-pass transpose: Ethos-U85 writes it transposed in the slice's copy
             size, perm = _one_pass_transpose(rng)
             shape = list(size)
@@ -203,7 +204,7 @@ def _grid(target: str, split: str, scale: float) -> list[Sample]:
         base = [1, batch, rng.choice((1, 2, 4)), rng.choice((1, 2, 4, 8)), rng.choice((4, 8, 16, 24, 32))]
         shapes = [base[:axis] + [rng.choice((1, 2, 3, 5, 7, 8))] + base[axis + 1 :] for _ in range(rng.choice((2, 2, 3)))]
         add("batched_concat", shapes=shapes, axis=axis)
-    if vela_cost.target_family(target) == "u85":
+    if vela_cost.target_family(target) == Generation.U85:
         for _ in range(n(40)):  # few positions, input depths across Ethos-U85's IFM block depths and kernel-first steps (eqsat.extract.blocks)
             k = rng.choice((1, 1, 1, 3))
             h, w = rng.choice(((1, 1), (1, 2), (1, 4), (1, 8), (1, 16), (2, 2), (4, 4), (4, 8), (8, 8)))
@@ -219,7 +220,7 @@ def _grid(target: str, split: str, scale: float) -> list[Sample]:
             if rank == 4:
                 shape[0] = 1
             add("concat_copy", shape=shape, axis=rng.randrange(rank), dtype=_dtype(rng, ("int8", "int8", "int16", "int32")))
-    if vela_cost.target_family(target) == "u55":
+    if vela_cost.target_family(target) == Generation.U55:
         for _ in range(n(12)):  # depthwise convolutions over small maps
             add("depthwise_conv2d", h=rng.choice((4, 8, 12, 16, 25)), w=rng.choice((4, 5, 8, 16)), c=rng.choice((8, 16, 24, 32, 64)), k=3, stride=rng.choice((1, 2)))
         for _ in range(n(16)):  # attention-sized matmuls, many heads: Vela charges less per output than on the small maps above
@@ -238,7 +239,7 @@ def _one_pass_transpose(rng: random.Random) -> tuple[list[int], list[int]]:
             perm = [0] + [p + 1 for p in _perm(rng, 3)]
         else:
             perm = _perm(rng, rank)
-        if len(vela_cost.transpose_passes(tuple(shape), tuple(perm), "u85")) == 1:
+        if len(vela_cost.transpose_passes(tuple(shape), tuple(perm), Generation.U85)) == 1:
             return shape, perm
 
 
@@ -270,7 +271,7 @@ def _module_grid(target: str, scale: float) -> list[Sample]:
     return [Sample("module", {"blocks": blocks[i : i + 4]}, "fit") for i in range(0, len(blocks), 4)]
 
 
-def target_seed(target: str) -> str:
+def target_seed(target: str) -> Generation:
     """Grids depend on the target generation only, so all U55 (all U85) configurations measure the same shapes."""
     return vela_cost.target_family(target)
 

@@ -160,7 +160,7 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from eqsat.configuration import ACCELERATORS, Configuration
+from eqsat.configuration import ACCELERATORS, Configuration, Generation
 from eqsat.extract import blocks
 from eqsat.ir import MAX_RANK, Graph, TensorType, Term, window_of
 
@@ -210,11 +210,11 @@ def calibration_digest(configuration: Configuration | str) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()[:16] if path.exists() else ""
 
 
-def target_family(target: str) -> str:
-    """'u55' or 'u85': the two Ethos-U architectures Vela's compiler has. Ethos-U65 is a U55: regor's
+def target_family(target: str) -> Generation:
+    """U55 or U85: the two Ethos-U architectures Vela's compiler has. Ethos-U65 is a U55: regor's
     ArchEthosU65 derives from ArchEthosU55 and keeps its performance model (architecture/ethosu65/ethos_u65.hpp),
     and the Arm backend lowers it with the U55 TOSA subset (EthosUCompileSpec._tosa_spec_for_target)."""
-    return "u85" if target.startswith("ethos-u85") else "u55"
+    return Generation.U85 if target.startswith("ethos-u85") else Generation.U55
 
 
 # ---------------------------------------------------------------- transposes
@@ -286,7 +286,7 @@ def _swap_axes(shape: list[int], a: int, b: int, ops: list) -> None:
     shape[0], shape[-1] = shape[-1], shape[0]
 
 
-def transpose_passes(shape: tuple[int, ...], perm: tuple[int, ...], family: str) -> list[tuple[tuple[int, int, int], tuple[int, int, int]]]:
+def transpose_passes(shape: tuple[int, ...], perm: tuple[int, ...], generation: Generation) -> list[tuple[tuple[int, int, int], tuple[int, int, int]]]:
     """The 3D transpose passes Vela runs for one TRANSPOSE: [(3D input shape, 3D permutation)].
 
     Follows Vela 5.1's regor, compiler/scheduler_decompose.cpp: a transpose runs as one pass when its
@@ -307,7 +307,7 @@ def transpose_passes(shape: tuple[int, ...], perm: tuple[int, ...], family: str)
         shape3 = tuple([1] * pad + canon_shape)
         perm3 = tuple(list(range(pad)) + [p + pad for p in canon_perm])
         moved = [i for i in range(3) if perm3[i] != i]
-        if family == "u85" or len(moved) == 2:
+        if generation == Generation.U85 or len(moved) == 2:
             return [(shape3, perm3)]
     order = [0] * len(canon_perm)
     for i, p in enumerate(canon_perm):
@@ -375,23 +375,23 @@ ATEN_CLAMPS = frozenset({"clamp", "relu", "hardtanh"})
 INPUT_RESCALE_FUSING_OPS = frozenset({"ADD", "SUB", "MUL"})
 """The elementwise ops into which Vela fuses an input RESCALE (int8 -> int32) that only they read, on both targets
 (on Ethos-U55 an ADD's or SUB's only as `VelaCalibratedCost.fuses_add_sub` says)."""
-ADD_SUB_FUSED_INPUT_SCALE = {"u55": 2.0**19}
-"""The target families on which Vela fuses an ADD or SUB with its input RESCALEs only when one of them scales by
+ADD_SUB_FUSED_INPUT_SCALE = {Generation.U55: 2.0**19}
+"""The target generations on which Vela fuses an ADD or SUB with its input RESCALEs only when one of them scales by
 exactly this and the other by less: what the Arm backend emits for two inputs of different scales (each rescaled to
 2^20 times its share of twice the larger scale). Measured on Ethos-U55 (tests/extract/test_layers.py): a (1, 64, 32) ADD
 of rescales by 2^19 and by 0.25-0.99 x 2^19 (or 0.001 x) is one 3072-cycle pass; by 2^19 and 2^19, 1.01-4 x 2^19, or
 two scales both below 2^19 (2^18 and 0.7 x 2^18, 2^17 and 2^17) its rescales run alone (3072 + 2560 each), then the
 ADD (2560) and its output RESCALE (2560): 16384 cycles."""
 
-OUTPUT_RESCALE_ALONE_BESIDE_READER = frozenset({"u85"})
-"""The target families on which the model prices an output RESCALE of an ADD, SUB or MUL as run alone when something
+OUTPUT_RESCALE_ALONE_BESIDE_READER = frozenset({Generation.U85})
+"""The target generations on which the model prices an output RESCALE of an ADD, SUB or MUL as run alone when something
 else reads the op's int32 output too (another op, another RESCALE, a graph output): the op writes int32 and each of
 its output rescales becomes a layer of its own. Measured on Ethos-U85 (tests/extract/test_layers.py): a (1, 64, 32)
 ADD of two rescaled int8 tensors costs 512 cycles with its output rescale fused, and 512 + 5824 when the int32 sum
 is also returned. On Ethos-U55 such an ADD or SUB runs unfused with all its rescales (`fuses_add_sub`); a U55 MUL whose
 int32 output has another reader is not modelled."""
 
-OUTPUT_SHIFT_FUSED_BEHIND_INT32 = frozenset({"u55"})
+OUTPUT_SHIFT_FUSED_BEHIND_INT32 = frozenset({Generation.U55})
 """The target generations on which an output RESCALE that only shifts is fused into an elementwise op that reads int32
 (regor `EthosU55Constraints`' `SupportedOFMQuant`, `layers.output_rescales_alone`). Ethos-U85's constraints allow it for
 a MUL only, and Vela was measured running such rescales alone there (tests/extract/test_layers.py)."""
@@ -451,7 +451,6 @@ def transpose_config(x: TensorType | None, out: TensorType | None, perm: tuple[i
     is False (NHWC: a graph's input and output). The tensors between the passes of one transpose are NHWC: so
     priced, the 86 multi-pass int8 calibration samples of Ethos-U85-256 come within 0.4% of Vela (4.5% in brick
     format)."""
-    family = target_family(target)
     if x is None:
         return OpConfig(f"transpose/{dtype_name(out)}", {"one": 1.0, "passes": 1.0, "moved": float(elements(out))})
     if len(x.shape) > MAX_RANK:
@@ -460,7 +459,7 @@ def transpose_config(x: TensorType | None, out: TensorType | None, perm: tuple[i
         return FREE
     n = float(elements(x))
     passes = []
-    decomposed = transpose_passes(x.shape, perm, family)
+    decomposed = transpose_passes(x.shape, perm, target_family(target))
     for i, (shape3, perm3) in enumerate(decomposed):
         out3 = [shape3[p] for p in perm3]
         kind = "".join(map(str, perm3))
@@ -629,7 +628,7 @@ def ofm_microblock(target: str) -> tuple[int, int, int]:
     """The output microblock (height, width, depth) an Ethos-U55 computes in one step (regor's `s_EthosU55Configs`,
     `blocks.U55_ARCHITECTURES`; Ethos-U65 runs the 256-MAC one): its pooling cycles grow with the microblocks an
     output covers, not with its elements. Ethos-U85 fits do not use it (its 256-MAC one is returned, unused)."""
-    return blocks.architecture_of(target if target_family(target) == "u55" else "ethos-u55-256").microblock
+    return blocks.architecture_of(target if target_family(target) == Generation.U55 else "ethos-u55-256").microblock
 
 
 def _microblocks(out: TensorType | None, microblock: tuple[int, int, int]) -> int:
@@ -780,7 +779,7 @@ def op_cycles(model: dict, config: OpConfig) -> float:
     return max(0.0, sum(max(npu, access) for npu, access in npu_and_access(model, config)))
 
 
-ELEMENTWISE_PASS_ALONE = frozenset({"u55"})
+ELEMENTWISE_PASS_ALONE = frozenset({Generation.U55})
 """The target generations on which a binary op in a graph costs the elementwise pass it runs as, computed
 (`elementwise_pass`). Ethos-U55 runs each ADD, SUB and MUL as a pass of its own. Ethos-U85 does not: there a pass in
 a graph costs half its rate alone (512 cycles for a (1, 64, 32) SUB, 1024 alone) and an ADD behind a convolution is
@@ -1022,7 +1021,7 @@ class VelaCalibratedCost:
 
     def transpose_runs(self, shape: tuple[int, ...], perm: tuple[int, ...], dtype: str) -> bool:
         """Whether Vela runs this transpose on the NPU of target."""
-        if target_family(self.target) != "u55" or not violates_u55_worst_case(shape):
+        if target_family(self.target) != Generation.U55 or not violates_u55_worst_case(shape):
             return True
         return self._feasibility.get(_feasibility_key(shape, perm, dtype), False)
 

@@ -8,6 +8,7 @@ from eqsat.calibration import calibrate
 from eqsat.calibration.fit import sample_config
 from eqsat.calibration.graphs import Sample, build_tosa
 from eqsat.calibration.grid import grid
+from eqsat.configuration import Generation
 from eqsat.extract.vela_cost import VelaCalibratedCost, transpose_passes, vela_version
 from eqsat.vela import LayerCycles
 
@@ -121,10 +122,10 @@ def test_heldout_shapes_are_not_fitted():
 
 def test_transpose_passes_follow_vela_per_generation():
     nhwc_to_nchw = ((1, 16, 16, 32), (0, 3, 1, 2))
-    assert len(transpose_passes(*nhwc_to_nchw, "u85")) == 1  # any 3D permutation natively
-    assert len(transpose_passes(*nhwc_to_nchw, "u55")) == 2  # two axis swaps
-    assert len(transpose_passes((4, 8, 16, 32), (3, 2, 1, 0), "u55")) == 6
-    assert transpose_passes((1, 8, 1, 4), (2, 1, 0, 3), "u55") == []  # only unit axes move
+    assert len(transpose_passes(*nhwc_to_nchw, Generation.U85)) == 1  # any 3D permutation natively
+    assert len(transpose_passes(*nhwc_to_nchw, Generation.U55)) == 2  # two axis swaps
+    assert len(transpose_passes((4, 8, 16, 32), (3, 2, 1, 0), Generation.U55)) == 6
+    assert transpose_passes((1, 8, 1, 4), (2, 1, 0, 3), Generation.U55) == []  # only unit axes move
 
 
 def test_a_context_block_is_measured_on_a_target_that_has_no_calibration_yet(calibrations_without):

@@ -7,6 +7,7 @@ import math
 import pytest
 import tosa_serializer as ts
 
+from eqsat.configuration import Generation
 from eqsat.ir import TensorType, Term
 from eqsat.calibration.graphs import SCALES, _attr, _binary, _clamp, _Graph, _rescale
 from eqsat.extract.cost import graph_cost, layer_cycles, term_costs, value_costs
@@ -677,7 +678,7 @@ def test_an_input_rescale_that_a_mul_reads_twice_and_the_mul_output_rescale_run_
     graph, types = _square("MUL")
     alone = sum(model.cost(t, types[v], [types.get(a) for a in t.args]) for v, t in graph.items())
     extra = model.standalone_input_rescale(TYPE, WIDE) + model.standalone_rescale(WIDE)
-    if target_family(model.target) == "u55":  # the MUL's pass reads int32, at its own rate
+    if target_family(model.target) == Generation.U55:  # the MUL's pass reads int32, at its own rate
         extra += model.binary_op(graph["a"], WIDE, [WIDE, WIDE], True, False) - model.cost(graph["a"], WIDE, [WIDE, WIDE])
     assert extra > 0
     assert graph_cost(graph, ["out"], types.get, model) == pytest.approx(alone + extra)
