@@ -183,25 +183,29 @@ class Options:
     memory_mode: str | None = None
     config_ini: str | None = None
 
+    def __post_init__(self) -> None:
+        """Check the values here, so that every way of making Options (the constructor, from_kwargs,
+        dataclasses.replace) refuses a bad one with a ValueError that names it."""
+        if not 0.0 <= self.min_saving < 1.0:
+            raise ValueError(f"min_saving must be in [0, 1), not {self.min_saving!r}")
+        if self.verify not in ("none", "vela"):
+            raise ValueError(f"verify must be 'none' or 'vela', not {self.verify!r}")
+        if self.accept not in ("cheaper", "always"):
+            raise ValueError(f"accept must be 'cheaper' or 'always', not {self.accept!r}")
+        rules.rulesets_named(self.rules)
+        if self.extractor not in EXTRACTORS:
+            raise ValueError(f"extractor must be one of {EXTRACTORS}, not {self.extractor!r}")
+        if self.time_limit < 0 or (self.memory_limit_mb is not None and self.memory_limit_mb <= 0):
+            raise ValueError("time_limit must be >= 0 and memory_limit_mb > 0 (or None)")
+
     @classmethod
     def from_kwargs(cls, **kwargs) -> Options:
+        """Options from keyword arguments; a TypeError that lists the known names for an unknown one."""
         known = {f.name for f in fields(cls)}
         unknown = sorted(set(kwargs) - known)
         if unknown:
             raise TypeError(f"unknown eqsat option(s) {unknown}; known: {sorted(known)}")
-        options = cls(**kwargs)
-        if not 0.0 <= options.min_saving < 1.0:
-            raise ValueError(f"min_saving must be in [0, 1), not {options.min_saving!r}")
-        if options.verify not in ("none", "vela"):
-            raise ValueError(f"verify must be 'none' or 'vela', not {options.verify!r}")
-        if options.accept not in ("cheaper", "always"):
-            raise ValueError(f"accept must be 'cheaper' or 'always', not {options.accept!r}")
-        rules.rulesets_named(options.rules)
-        if options.extractor not in EXTRACTORS:
-            raise ValueError(f"extractor must be one of {EXTRACTORS}, not {options.extractor!r}")
-        if options.time_limit < 0 or (options.memory_limit_mb is not None and options.memory_limit_mb <= 0):
-            raise ValueError("time_limit must be >= 0 and memory_limit_mb > 0 (or None)")
-        return options
+        return cls(**kwargs)
 
     def configuration(self, target: str) -> Configuration:
         """The configuration these options name for target (UnknownTargetError for a target Vela does not know)."""
@@ -453,15 +457,6 @@ def _receive(fd: int, deadline: float) -> bytes | None:
         chunks.append(chunk)
 
 
-def _resident_bytes() -> float:
-    """This process's resident set size (0 where /proc is missing)."""
-    try:
-        with open("/proc/self/statm") as statm:
-            return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-    except (OSError, ValueError):
-        return 0.0
-
-
 def _worker_main(work: Callable[[], Search], write_end: int, memory_limit: int | None) -> None:
     """The worker process: cap the address space, run work, send its Search back pickled, exit."""
     code = 1
@@ -471,7 +466,7 @@ def _worker_main(work: Callable[[], Search], write_end: int, memory_limit: int |
             _, hard = resource.getrlimit(resource.RLIMIT_AS)
             cap = size + memory_limit if hard == resource.RLIM_INFINITY else min(hard, size + memory_limit)
             resource.setrlimit(resource.RLIMIT_AS, (cap, hard))
-        resident = _resident_bytes()
+        resident = rules.resident_set() or 0
         found = work()
         # Linux starts a forked process's high-water mark at the resident size it inherited
         found.report["peak_memory_mb"] = max(0.0, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 - resident) / 2**20

@@ -171,6 +171,23 @@ def test_min_saving_out_of_range_is_a_clear_error():
         eqsat.optimize(permute_graph(), min_saving=1.5)
 
 
+@pytest.mark.parametrize(
+    ("bad", "message"),
+    [
+        ({"accept": "bogus"}, "accept must be 'cheaper' or 'always', not 'bogus'"),
+        ({"verify": "bogus"}, "verify must be 'none' or 'vela', not 'bogus'"),
+        ({"extractor": "bogus"}, r"extractor must be one of .*, not 'bogus'"),
+        ({"min_saving": 1.5}, r"min_saving must be in \[0, 1\), not 1.5"),
+        ({"rules": ("bogus",)}, r"unknown ruleset\(s\) \['bogus'\]"),
+        ({"time_limit": -1.0}, "time_limit must be >= 0"),
+        ({"memory_limit_mb": 0}, "memory_limit_mb > 0"),
+    ],
+)
+def test_options_made_directly_refuse_a_bad_value_with_a_clear_error(bad, message):
+    with pytest.raises(ValueError, match=message):
+        pipeline.Options(**bad)
+
+
 def image_input_graph():
     """A 4-channel 32x32 image transposed NCHW -> NHWC at the graph input: the rules can rank-lower the
     transpose to (4, 1024) -> (1024, 4), which Vela runs in 8286 NPU cycles instead of 8784, but with

@@ -139,13 +139,25 @@ def enode_count(egraph: EGraph) -> int:
     return _program.enode_count(egraph)
 
 
-def address_space() -> int | None:
-    """The size of this process's address space in bytes (what RLIMIT_AS caps), or None where /proc is missing."""
+def _statm_bytes(field: int) -> int | None:
+    """Field `field` of /proc/self/statm (which counts pages) in bytes, or None where /proc is missing."""
     try:
         with open("/proc/self/statm") as statm:
-            return int(statm.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+            return int(statm.read().split()[field]) * os.sysconf("SC_PAGE_SIZE")
     except (OSError, ValueError):
         return None
+
+
+def address_space() -> int | None:
+    """The size of this process's address space in bytes (statm's first field, what RLIMIT_AS caps and the
+    memory budgets measure), or None where /proc is missing."""
+    return _statm_bytes(0)
+
+
+def resident_set() -> int | None:
+    """The bytes of this process's memory held in RAM (statm's second field, the resident set size: what
+    getrusage's ru_maxrss peaks at), or None where /proc is missing."""
+    return _statm_bytes(1)
 
 
 def prepare() -> None:
