@@ -757,18 +757,14 @@ def rescales_alone(g: LiveGraph, unfused: set[Hashable]) -> dict[Hashable, Layer
 def _fused_clamp(g: LiveGraph, value: Hashable) -> bool:
     """value's one reader is a CLAMP, directly or behind an output RESCALE that alone reads value: the activation
     regor fuses into the op writing value (the CLAMP becomes the op group's second op)."""
-    reads = g.readers.of.get(value, ())
-    if g.readers.count(value) != 1 or len(reads) != 1:
-        return False
-    reader = g.terms[reads[0]]
-    if is_output_rescale(reader, g.type_of(value), g.type_of(reads[0])):
-        return _is_clamp(g, reads[0])
-    return opaque_name(reader) == "CLAMP"
 
+    def only_reader(v: Hashable) -> Hashable | None:  # graph outputs count as readers here
+        return _sole_reader(g, v) if g.readers.count(v) == 1 else None
 
-def _is_clamp(g: LiveGraph, value: Hashable) -> bool:
-    reads = g.readers.of.get(value, ())
-    return g.readers.count(value) == 1 and len(reads) == 1 and opaque_name(g.terms[reads[0]]) == "CLAMP"
+    reader = only_reader(value)
+    if reader is not None and is_output_rescale(g.terms[reader], g.type_of(value), g.type_of(reader)):
+        reader = only_reader(reader)
+    return reader is not None and opaque_name(g.terms[reader]) == "CLAMP"
 
 
 def elementwise_passes(g: LiveGraph, unfused: set[Hashable]) -> dict[Hashable, Layer]:
