@@ -956,7 +956,7 @@ class VelaCalibratedCost:
     def binary_op(self, term: Term, out: TensorType | None, args: list[TensorType | None], reads_int32: bool, clamped: bool) -> float:
         """An ADD, SUB or MUL as Vela runs it in its graph: what `cost` charges, with its elementwise pass in the
         context that layer formation found (`elementwise_pass`; `cost` assumes fused int8 operands and no CLAMP)."""
-        key = (term.attrs, out, tuple(args), reads_int32, clamped)
+        key = (term.attrs[0].partition("#")[0], out, tuple(args), reads_int32, clamped)  # the op, not its instance tag
         try:
             return self._binary_ops[key]
         except KeyError:
