@@ -143,7 +143,12 @@ def _fuzz(arguments: argparse.Namespace) -> int:
     seconds = time.monotonic() - started
     for failure in result.failures:
         print(f"MISMATCH\n{failure}\n")
-    print(f"eqsat fuzz: {result.graphs} graphs checked (shrinking included), {len(result.failures)} failure(s), {seconds:.0f} s")
+    for gave_up in result.gave_up:
+        print(f"GAVE UP (not a failure: the pass kept the graph at its budget)\n{gave_up}\n")
+    print(
+        f"eqsat fuzz: {result.graphs} graphs checked (shrinking included), {len(result.failures)} failure(s), "
+        f"{len(result.gave_up)} graph(s) the pass gave up on at its budget, {seconds:.0f} s"
+    )
     print(result.markdown())
     unreached = result.unreached(fuzz.LAW_SHARE)
     if unreached:
@@ -155,7 +160,7 @@ def _fuzz(arguments: argparse.Namespace) -> int:
                 f"\n## {result.graphs} graphs, each optimized for {' and '.join(targets)}, seed {arguments.seed}"
                 f"{f' (jobs: seeds {arguments.seed}..{arguments.seed + arguments.jobs - 1})' if arguments.jobs > 1 else ''}\n\n"
                 f"    {command}\n\n"
-                f"Mismatches: {len(result.failures)}. Wall time: {seconds / 60:.0f} min {seconds % 60:.0f} s"
+                f"Mismatches: {len(result.failures)}. Graphs the pass gave up on at its budget: {len(result.gave_up)}. Wall time: {seconds / 60:.0f} min {seconds % 60:.0f} s"
                 f"{f' (stopped at the --seconds limit: fewer graphs than --n {arguments.n})' if result.graphs < arguments.n else ''}.\n"
                 f"Laws under {fuzz.LAW_SHARE:.0%} of the graphs of a dtype: {', '.join(f'`{u}`' for u in unreached) or 'none'}.\n\n"
                 f"{result.markdown()}\n"

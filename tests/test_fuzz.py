@@ -182,6 +182,32 @@ def test_a_wrong_optimizer_is_caught_and_reported_with_a_reproducer(monkeypatch)
     assert "Step('transpose', (3,), ((0, 2, 3, 1),))" in message and "Step('clamp', (0,), (0, 9))" not in message
 
 
+def _giving_up_optimizer(graph_module, target, accept):
+    """The pass at its budget on any graph with a TRANSPOSE (the real one gives up on a rank-6 transpose
+    chain whose transpose laws grow its e-graph twentyfold in one iteration: fuzz.md)."""
+    if any(n.target == fuzz.TOSA.TRANSPOSE.default for n in graph_module.graph.nodes):
+        return graph_module, Report(target=target, fallback="BudgetExceeded: time limit: the optimizer worker was stopped")
+    return graph_module, Report(target=target)
+
+
+def test_a_graph_the_pass_gives_up_on_at_its_budget_is_recorded_not_failed(monkeypatch):
+    monkeypatch.setattr(fuzz.pipeline, "optimize", _giving_up_optimizer)
+    clean = GraphSpec(inputs=((2, 3),), steps=(Step("clamp", (0,), (0, 9)),), outputs=(1,))
+    gave_up = fuzz.assert_optimizes_exactly([clean, RELU_CONCAT, clean], every_enode=False)
+    assert len(gave_up) == 1 and gave_up[0].startswith(fuzz.GAVE_UP) and "Step('transpose'" in gave_up[0]
+    assert "Step('clamp', (0,), (0, 9))" not in gave_up[0]
+
+
+def test_any_other_fallback_is_a_failure(monkeypatch):
+    def falling_back(graph_module, target, accept):
+        return graph_module, Report(target=target, fallback="EqsatError: no finite-cost term for root classes")
+
+    monkeypatch.setattr(fuzz.pipeline, "optimize", falling_back)
+    clean = GraphSpec(inputs=((2, 3),), steps=(Step("clamp", (0,), (0, 9)),), outputs=(1,))
+    with pytest.raises(fuzz.FuzzFailure, match="fallback: EqsatError"):
+        fuzz.assert_optimizes_exactly([clean], every_enode=False)
+
+
 def test_run_shrinks_a_failure_to_a_minimal_reproducer(monkeypatch):
     """(The e-nodes are not checked here: every shrinking step would saturate again.) Minimal in hypothesis' choices:
     the wrong TRANSPOSE, alone or with the one step an aimed step draws with it (identity-rescale's per-channel
