@@ -300,14 +300,22 @@ class _BlockChoice:
 
 
 def _relative_cost(
-    ofm_shape: Shape3, ofm_block: Shape3, ifm_hw: tuple[int, int], ifm_shape: Shape3, kernel: Kernel, depthwise: bool, ifm_block_elements: int
+    ofm_shape: Shape3,
+    ofm_block: Shape3,
+    ifm_hw: tuple[int, int],
+    ifm_shape: Shape3,
+    kernel: Kernel,
+    depthwise: bool,
+    ifm_block_elements: int,
+    weights: bool = True,
 ) -> np.float32:
     """The block search's cost: IFM and weight fetches per output element, halved when the whole IFM fits in two
-    IFM blocks (`FindBlockConfig`, both architectures; float32 as in regor)."""
+    IFM blocks (`FindBlockConfig`, both architectures; float32 as in regor). depthwise: an op of equal IFM and OFM
+    depth; weights: whether it fetches any (a pooling op does not)."""
     f = np.float32
     full = _shape_div(ofm_shape, ofm_block)
     repeats = _div_round_up(kernel.width, SUBKERNEL_MAX[1]) * _div_round_up(kernel.height, SUBKERNEL_MAX[0])
-    weight_fetch = f(kernel.elements * ifm_shape[2] * full[0] * full[1])
+    weight_fetch = f(kernel.elements * ifm_shape[2] * full[0] * full[1] if weights else 0)
     if not depthwise:
         weight_fetch *= f(ofm_shape[2]) / f(ofm_block[2]) * f(ofm_block[2])
     ifm_fetch = f(ifm_hw[0] * ifm_hw[1] * ifm_shape[2] * repeats) * (f(ofm_shape[1]) / f(ofm_block[1])) * (f(ofm_shape[0]) / f(ofm_block[0]))
@@ -319,11 +327,12 @@ def _relative_cost(
     return f(cost)
 
 
-def _u55_block_config(arch: U55Architecture, ifm_shape: Shape3, ofm_shape: Shape3, kernel: Kernel, depthwise: bool) -> BlockConfig:
-    """`ArchEthosU55::FindBlockConfig` for a CONV2D or DEPTHWISE_CONV2D with int8 input: over OFM blocks of whole
-    microblocks up to `U55_OFM_BLOCK_MAX` that fit in SHRAM, the one with the least IFM and weight fetching per
-    output element."""
+def _u55_block_config(arch: U55Architecture, ifm_shape: Shape3, ofm_shape: Shape3, kernel: Kernel, depthwise: bool, pooling: bool = False) -> BlockConfig:
+    """`ArchEthosU55::FindBlockConfig` for a CONV2D or DEPTHWISE_CONV2D (or, pooling, a pooling op: of equal depths,
+    without weights) with int8 input: over OFM blocks of whole microblocks up to `U55_OFM_BLOCK_MAX` that fit in
+    SHRAM, the one with the least IFM and weight fetching per output element."""
     ublock = arch.microblock
+    depthwise = depthwise or pooling
     part_kernel = not depthwise and _u55_part_kernel(ifm_shape[2], kernel)
     ifm_block_depth = _round_away(min(ifm_shape[2], 16 if part_kernel else 32), arch.ifm_microblock[2])
     space = tuple(_round_away(min(o, m), u) for o, m, u in zip(ofm_shape, U55_OFM_BLOCK_MAX, ublock))
@@ -344,7 +353,7 @@ def _u55_block_config(arch: U55Architecture, ifm_shape: Shape3, ofm_shape: Shape
                 if not _u55_fits(arch, fitted, ifm_block):
                     wont_fit.add((height, width))
                     continue
-                cost = _relative_cost(ofm_shape, fitted, ifm_hw, ifm_shape, kernel, depthwise, _elements(ifm_block))
+                cost = _relative_cost(ofm_shape, fitted, ifm_hw, ifm_shape, kernel, depthwise, _elements(ifm_block), not pooling)
                 choice.offer(cost, ifm_hw, ifm_shape, height <= 4 and width <= 4, ((height, width, depth), ifm_block))
         depth += ublock[2]
         if depth < ofm_shape[2]:
@@ -352,7 +361,7 @@ def _u55_block_config(arch: U55Architecture, ifm_shape: Shape3, ofm_shape: Shape
     if choice.found is None:
         raise ValueError(f"no Ethos-U55-{arch.macs} block configuration for {ofm_shape}")
     ofm_block, ifm_block = choice.found
-    traversal = "depthwise" if depthwise else "part_kernel" if part_kernel else "depth_first"
+    traversal = "pooling" if pooling else "depthwise" if depthwise else "part_kernel" if part_kernel else "depth_first"
     return BlockConfig(ofm_block, ifm_block, ublock, traversal)
 
 
@@ -368,7 +377,8 @@ def _u55_microblock(arch: U55Architecture, ofm_shape: Shape3, kernel: Kernel, de
 def _u55_mac_cycles_per_block(arch: U55Architecture, config: BlockConfig, ifm_shape: Shape3, ofm_shape: Shape3, kernel: Kernel, ublock: Shape3) -> int:
     """`EthosU55Performance::EstimateMacCyclesPerBlock`, int8 input and 32-bit accumulators: per sub-kernel, 4 cycles per
     microblock (at least one weight-buffer refill's, `cyclesWb`) per kernel step, plus the pipeline delay of a block
-    of one microblock; times the slices of input depth of a depth-first convolution."""
+    of one microblock; times the slices of input depth of a depth-first convolution. A pooling op takes one kernel
+    step of at least 4 cycles per microblock, times 4 (half the input's bits) on every size but Ethos-U55-32."""
     ifm_block = _shape_min(ifm_shape, config.ifm_block)
     units = _shape_div(_shape_min(ofm_shape, config.ofm_block), ublock)
     units_hw = units[0] * units[1]
@@ -379,8 +389,11 @@ def _u55_mac_cycles_per_block(arch: U55Architecture, config: BlockConfig, ifm_sh
         for y in range(0, kernel.height, SUBKERNEL_MAX[0]):
             sub = min(kernel.height - y, SUBKERNEL_MAX[0]) * min(kernel.width - x, SUBKERNEL_MAX[1])
             depth_slices = _div_round_up(ifm_block[2], 8) if config.traversal == "part_kernel" else 1
-            steps = sub if config.traversal == "depth_first" else _div_round_up(sub, 4)
-            cycles = max(refill, 4 * units_hw) * steps * units[2] * depth_slices
+            if config.traversal == "pooling":
+                steps, cycles = 1, max(4, sub) * units_hw * units[2] * (1 if arch.macs == 32 else 8 // 2)
+            else:
+                steps = sub if config.traversal == "depth_first" else _div_round_up(sub, 4)
+                cycles = max(refill, 4 * units_hw) * steps * units[2] * depth_slices
             delays = 0
             if units_hw == 1:
                 if units[2] == 1:
@@ -388,7 +401,7 @@ def _u55_mac_cycles_per_block(arch: U55Architecture, config: BlockConfig, ifm_sh
                 elif steps > 1:
                     delays = delay * (steps - 1) * units[2]
             total += cycles + delays * depth_slices
-    if config.traversal != "depthwise":
+    if config.traversal not in ("depthwise", "pooling"):
         total *= _div_round_up(ifm_shape[2], ifm_block[2])
     return total // arch.cores
 
@@ -421,6 +434,33 @@ def u55_elementwise_cycles(target: str, op: str, elements: int, reads_int32: boo
     output = arch.output_cycles[U55_OUTPUT_RATE["int32 operands" if reads_int32 else op]]
     activation = arch.activation_cycles[U55_ACTIVATION_RATE["clamp" if clamped else None]]
     return math.ceil(max(output, activation) * elements)
+
+
+@functools.lru_cache(maxsize=CACHED_SHAPES)
+def u55_memory_copy_cycles(target: str, shape3: Shape3) -> int:
+    """NPU cycles of an Ethos-U55 (or U65) MemoryCopy of an int8 (height, width, depth) block, NHWC on both sides:
+    the copy of a concat input, of a slice, of a reshape that is not removed.
+
+    regor runs a MemoryCopy as a 1x1 pooling op (`ArchEthosU55::GetHWOp`: `UseAvgPoolNop`), so it is
+    `EstimateMacOpCycles` over the block `FindBlockConfig` picks for a pooling op (equal depths, no weights): per
+    OFM block, 16 cycles per microblock (4 on Ethos-U55-32) against the output unit's rate of a convolution
+    (`EstimateAOCyclesPerElement` index 7), whichever is slower; plus the first IFM block's read and the last OFM
+    block's write. Measured exact against Vela 5.1 on every Ethos-U55 size: 15 copies each (concat inputs from a
+    graph input, a returned and a shared convolution output; five shapes), and access cycles below the NPU
+    cycles on all of them. A copy reading or writing brick format (NHCWB16) is a few percent cheaper where the depth
+    is not a multiple of 16 (a (1, 32, 24) copy 2150 cycles against 2200 on Ethos-U55-64), which is not followed.
+    """
+    arch, sram = architecture_of(target), sram_of(target)
+    assert isinstance(arch, U55Architecture)
+    kernel = Kernel(1, 1)
+    config = _u55_block_config(arch, shape3, shape3, kernel, False, pooling=True)
+    mac = _u55_mac_cycles_per_block(arch, config, shape3, shape3, kernel, arch.microblock)
+    ofm_block = _shape_min(shape3, config.ofm_block)
+    blocks = _elements(_shape_div(shape3, arch.microblock)) / _elements(_shape_div(ofm_block, arch.microblock))
+    output = math.ceil(ao_cycles_per_element(target) * _elements(ofm_block))
+    ifm_read = sram.read_latency + int(_memory_transfer(True, config.ifm_block, shape3, arch.cores, sram, False) / sram.bandwidth)
+    ofm_write = sram.write_latency + int(_memory_transfer(False, config.ofm_block, shape3, arch.cores, sram, False) / sram.bandwidth)
+    return _block_op_cycles(mac, output, blocks, ifm_read, ofm_write)
 
 
 # ---------------------------------------------------------------- Ethos-U85

@@ -212,14 +212,24 @@ def copied_reshapes(g: LiveGraph) -> list[Hashable]:
     """The RESHAPEs that Vela runs as a MemoryCopy of their input rather than removing them.
 
     regor `GraphIrOptimiser::RemoveReshape` (compiler/graphir_optimiser.cpp) inserts a copy in front of a reshape
-    whose input has more than one reader (a graph output counts), whatever computes that input (another RESHAPE
-    included). Measured on both targets: a reshape read by two CLAMPs, SLICEs or TRANSPOSEs is removed; one whose
-    input a CLAMP (or a SLICE) and k RESHAPEs read is k copies, one per reshape reader (conformer-block, U85:
-    a (1, 32, 12, 8) reshape read by two reshapes, 3608 + 3608 cycles). On tds-conv1d (U55) exactly the 3 of 14
-    reshapes this picks were copies, 10552 of 102464 NPU cycles. Not modelled: two chains of two reshapes that read
-    one CLAMP are one copy, not two.
+    whose input has more than one reader op (and another storage shape, which a reshape that is not the identity
+    always has), whatever computes that input (another RESHAPE included), or whose input is a graph input, a graph output or a constant while its output is a graph output. A
+    graph output is not a reader: a CLAMP's (1, 64, 32) output that is returned and reshaped to (1, 64, 4, 8) for
+    another CLAMP is not copied (Vela 5.1 runs the two CLAMPs alone on both targets). Measured on both targets: a
+    reshape read by two CLAMPs, SLICEs or TRANSPOSEs is removed; one whose input a CLAMP (or a SLICE) and k RESHAPEs
+    read is k copies, one per reshape reader (conformer-block, U85: a (1, 32, 12, 8) reshape read by two reshapes,
+    3608 + 3608 cycles). Not modelled: two chains of two reshapes that read one CLAMP are one copy, not two.
     """
-    return [value for value, term in g.terms.items() if term.op == "Reshape" and g.readers.count(term.args[0]) > 1]
+
+    def graph_io(value: Hashable) -> bool:
+        term = g.terms.get(value)
+        return term is None or not term.args or bool(g.readers.outputs.get(value))
+
+    def copied(value: Hashable, source: Hashable) -> bool:
+        shared = len(set(g.readers.of.get(source, ()))) > 1
+        return shared or (graph_io(source) and bool(g.readers.outputs.get(value)))
+
+    return [value for value, term in g.terms.items() if term.op == "Reshape" and copied(value, term.args[0])]
 
 
 ACCUMULATING_OPS = frozenset({"Opaque", "Elementwise"})

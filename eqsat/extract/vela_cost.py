@@ -866,17 +866,26 @@ class VelaCalibratedCost:
             return value
 
     def _batched_copies(self, tensor: TensorType | None) -> float:
-        if not is_batched(tensor):
+        if not is_batched(tensor) or self._copies_computed(tensor):
             return self.memory_copy(tensor)
         model = self._models.get(f"batched_copy/{dtype_name(tensor)}")
         if model is not None:
             return op_cycles(model, OpConfig("batched_copy", batched_copy_features(tensor)))
         return math.prod(tensor.shape[:-3]) * self.memory_copy(TensorType(tuple(tensor.shape[-3:]), tensor.dtype))
 
+    def _copies_computed(self, tensor: TensorType | None) -> bool:
+        """Whether a copy of tensor is computed as regor's estimator computes it (`blocks.u55_memory_copy_cycles`):
+        an int8 copy on Ethos-U55."""
+        return tensor is not None and target_family(self.target) is Generation.U55 and dtype_name(tensor) == "int8"
+
     def memory_copy(self, tensor: TensorType | None) -> float:
-        """A MemoryCopy of tensor, as calibrated on the copies of concatenated graph inputs (`copy/<dtype>`; Vela charges
-        a reshape's, a slice's and a concat input's copy of one shape alike: (1, 8, 8, 16) int8, 756 cycles on
-        Ethos-U85); without that family, as a SLICE measured alone."""
+        """A MemoryCopy of tensor: on Ethos-U55, int8, as regor's estimator computes it (`blocks.u55_memory_copy_cycles`),
+        one copy per leading index beyond HWC; else as calibrated on the copies of concatenated graph inputs
+        (`copy/<dtype>`; Vela charges a reshape's, a slice's and a concat input's copy of one shape alike: (1, 8, 8,
+        16) int8, 756 cycles on Ethos-U85); without that family, as a SLICE measured alone."""
+        if self._copies_computed(tensor):  # one copy of the HWC block per leading index, as Vela splits it
+            height, width, depth = (1, 1, 1, *tensor.shape)[-3:]
+            return math.prod(tensor.shape[:-3]) * float(blocks.u55_memory_copy_cycles(self.target, (height, width, depth)))
         model = self._models.get(f"copy/{dtype_name(tensor)}")
         if model is not None:
             return op_cycles(model, OpConfig("copy", copy_features(tensor)))

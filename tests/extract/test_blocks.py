@@ -139,3 +139,37 @@ def test_an_ethos_u55_elementwise_pass_costs_in_vela_what_regors_estimate_says(t
     *_, layer = [layer for layer in estimate(g.tosa.serialize(), target).layers if layer.operator == op.capitalize()]
     elements = shape[1] * shape[2] * shape[3]
     assert layer.cycles_npu == blocks.u55_elementwise_cycles(target, op, elements, reads_int32, clamped)
+
+
+U55_COPIED = [
+    # (shape of each copied block, where the copy comes from): graph inputs concatenated along their depth, a 24-deep
+    # row and a 3-deep map (NHWC bursts shorter than the SRAM's), and a convolution's output that is also returned.
+    ((16, 16, 16), "concat"),
+    ((1, 32, 24), "concat"),
+    ((12, 5, 3), "concat"),
+    ((8, 8, 8), "returned"),
+]
+
+
+@pytest.mark.parametrize("target", ["ethos-u55-32", "ethos-u55-64", "ethos-u55-128", "ethos-u55-256"])
+@pytest.mark.parametrize("shape, source", U55_COPIED, ids=str)
+def test_an_ethos_u55_memory_copy_costs_in_vela_what_regors_estimate_says(target, shape, source):
+    """Vela runs a copied concat input as a MemoryCopy layer (a 1x1 pooling op): its NPU cycles are what
+    `u55_memory_copy_cycles` computes over the pooling block config, whether the input is a graph input or a
+    convolution's output that is also returned; and it is the layer's whole cost (access takes less)."""
+    from eqsat.calibration.graphs import _attr, _conv, _Graph, ts
+
+    h, w, c = shape
+    g = _Graph()
+    x = g.input([1, h, w, c], "int8")
+    if source == "concat":
+        g.output(g.op("concat", ts.Op.CONCAT, [x, g.input([1, h, w, c], "int8")], [1, h, w, 2 * c], "int8", _attr("ConcatAttribute", 3)))
+    else:
+        conv = dict(h=h, w=w, cin=c, cout=c, k=1, stride=1)
+        y, _ = _conv(g, "returned", x, conv)
+        z, _ = _conv(g, "written_in_place", x, conv)
+        g.output(g.op("concat", ts.Op.CONCAT, [y, z], [1, h, w, 2 * c], "int8", _attr("ConcatAttribute", 3)))
+        g.output(y)
+    copies = [layer for layer in estimate(g.tosa.serialize(), target).layers if layer.operator == "MemoryCopy"]
+    assert copies and all(layer.cycles_total == layer.cycles_npu == blocks.u55_memory_copy_cycles(target, shape) for layer in copies)
+    assert len(copies) == (2 if source == "concat" else 1)
