@@ -21,6 +21,14 @@ from benchmarks.zoo.emg_global_pool import build_emg_global_pool
 from benchmarks.zoo.emg_gru_gesture import build_emg_gru_gesture
 from benchmarks.zoo.emg_recurrent_decoder import build_emg_recurrent_decoder
 from benchmarks.zoo.fc_autoencoder import build_fc_autoencoder
+from benchmarks.zoo.library_models import (
+    build_transformer_decoder_layer,
+    build_tv_efficientnet_b0,
+    build_tv_mnasnet,
+    build_tv_mobilenet_v2,
+    build_tv_regnet_x_400mf,
+    build_tv_squeezenet,
+)
 from benchmarks.zoo.mobilenet_v1_vww import build_mobilenet_v1_vww, build_mobilenet_v1_vww_96
 from benchmarks.zoo.mobilevit_attention import build_mobilevit_attention
 from benchmarks.zoo.resnet8 import build_resnet8
@@ -172,7 +180,22 @@ _SPECS = (
     ),
 )
 
-ZOO: dict[str, ModelSpec] = {spec.name: spec for spec in _SPECS}
+LIBRARY_SPECS = (
+    ModelSpec("tv-mobilenet-v2", "library", "torchvision MobileNetV2, width 0.35, 96x96, 2 classes", build_tv_mobilenet_v2),
+    ModelSpec("tv-mnasnet", "library", "torchvision MNASNet 0.5, 96x96, 2 classes", build_tv_mnasnet),
+    ModelSpec("tv-squeezenet", "library", "torchvision SqueezeNet 1.1, 64x64, 10 classes", build_tv_squeezenet),
+    ModelSpec("tv-efficientnet-b0", "library", "torchvision EfficientNet-B0, 64x64, 10 classes", build_tv_efficientnet_b0),
+    ModelSpec("tv-regnet-x-400mf", "library", "torchvision RegNetX-400MF, 64x64, 10 classes", build_tv_regnet_x_400mf),
+    ModelSpec(
+        "nn-transformer-decoder",
+        "library",
+        "torch.nn.TransformerDecoderLayer, d_model 64, 4 heads, 16 target and 24 memory tokens",
+        build_transformer_decoder_layer,
+    ),
+)
+"""Architectures as their libraries define them (benchmarks/zoo/library_models.py), with seeded random weights."""
+
+ZOO: dict[str, ModelSpec] = {spec.name: spec for spec in (*_SPECS, *LIBRARY_SPECS)}
 
 
 def get(name: str) -> ModelSpec:
