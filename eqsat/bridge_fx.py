@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import re
 import tempfile
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
@@ -236,6 +237,31 @@ def _load_rule(table: str) -> tuple[str, str]:
     return declaration, rule
 
 
+WIDEST_TABLE = 64
+"""The most values a row of a bulk-load table holds. egglog compiles a table's load rule with one variable per
+column, and compiling one grows faster than its width: EfficientNet-B0's per-channel RESCALEs of up to 1152
+channels (tables of up to 2310 columns) took 33 s to load in a fresh process, against under 3 s with each wider
+row loaded as a program of its own (`_load_command`; all of them as one program ran out of 24 GB in egglog's
+parser). The zoo's widest rows (128 channels, 262 columns) are wider than this too."""
+
+
+def _load_command(table: str, row: list) -> str:
+    """The load rule of table applied to one row, as a command of its own: the rule's term, its column variables
+    replaced by the row's values (strings quoted)."""
+    op, n = table.rsplit("_", 1)
+    cols, body = ops.REGISTRY[op].load_rule(int(n))
+    values = dict(zip(["out", *cols], row))
+
+    def literal(match: re.Match) -> str:
+        name = match.group(0)
+        if name not in values:
+            return name
+        value = values[name]
+        return '"' + str(value).replace("\\", "\\\\").replace('"', '\\"') + '"' if name == "key" else str(value)
+
+    return f"(union (Node {row[0]}) {re.sub(r'[A-Za-z_][A-Za-z0-9_]*', literal, body)})"
+
+
 def _shape_row(i: int, node: fx.Node) -> tuple[str, list] | None:
     shape = static_shape(node)
     if shape is None:
@@ -358,9 +384,13 @@ def to_egraph(
 
     rows: dict[str, list[list]] = defaultdict(list)
     shape_rows: dict[str, list[list]] = defaultdict(list)
+    wide: list[str] = []
     for i, (node, term) in enumerate(zip(nodes, terms_read)):
         table, row = ops.REGISTRY[term.op].fact_row(i, term)
-        rows[table].append(row)
+        if len(row) > WIDEST_TABLE:
+            wide.append(_load_command(table, row))
+        else:
+            rows[table].append(row)
         if (shape_row := _shape_row(i, node)) is not None:
             shape_rows[shape_row[0]].append(shape_row[1])
 
@@ -381,6 +411,8 @@ def to_egraph(
         program.append("(run load 1)")
         program.extend(f"(union (Node {i}) (Node {j}))" for i, j in pairs)
         egraph._run_program(*egraph._egraph.parse_program("\n".join(program)))
+    for command in _checkpointed(wide, checkpoint):  # one program each: egglog's parser grows with a program's size
+        egraph._run_program(*egraph._egraph.parse_program(command))
 
     outputs = [index_of[s] if isinstance(s, fx.Node) else None for s in slots]
     return Loaded(

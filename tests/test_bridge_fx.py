@@ -630,3 +630,34 @@ def test_merging_duplicates_is_sound_on_int8_and_int16_tosa_graphs(spec):
             for trial in range(2):
                 inputs = fuzz.random_full_range_inputs(original, trial)
                 assert all(torch.equal(a, b) for a, b in zip(fuzz.evaluate(original, inputs), fuzz.evaluate(extracted, inputs), strict=True))
+
+
+def _wide_graph():
+    """A per-channel RESCALE of 48 channels (102 values in its load row) and a CONCAT of 70 inputs, beside narrow ops."""
+    g = GraphBuilder()
+    x = g.input("x", (1, 2, 4, 48))
+    with TosaLoweringContext(U55_SPEC):
+        r = g.call(TOSA.RESCALE.default, x, torch.int8, [0.25 + k / 1024 for k in range(48)], 3, -2)
+        parts = [g.call(aten.slice.Tensor, r, 3, k % 48, k % 48 + 1) for k in range(70)]
+        c = g.call(aten.cat.default, parts, 3)
+    return g.output(c, r)
+
+
+def test_a_row_too_wide_for_a_load_table_loads_the_same_terms_as_one(monkeypatch):
+    """Rows wider than WIDEST_TABLE load as a program each (`_load_command`): the e-graph holds the same terms and
+    types as when every row goes through its table."""
+
+    def loaded_terms(widest):
+        monkeypatch.setattr(bridge_fx, "WIDEST_TABLE", widest)
+        loaded = bridge_fx.to_egraph(_wide_graph())
+        view = EGraphView.of(loaded.egraph, len(loaded.nodes))
+        node_of = {c: i for i, c in reversed(list(enumerate(view.class_of_node)))}  # a class by its first node
+        named = lambda t: (t.op, tuple(node_of.get(a, a) for a in t.args), t.attrs)  # noqa: E731
+        by_node = {i: (sorted(map(named, view.candidates[c])), view.types.get(c)) for i, c in enumerate(view.class_of_node)}
+        return by_node, sum(len(row) > widest for row in (bridge_fx.ops.REGISTRY[t.op].fact_row(i, t)[1] for i, t in enumerate(loaded.terms)))
+
+    widest = bridge_fx.WIDEST_TABLE
+    tables, none_wide = loaded_terms(10**6)
+    commands, wide = loaded_terms(widest)
+    assert none_wide == 0 and wide == 2  # the RESCALE and the CONCAT
+    assert commands == tables
