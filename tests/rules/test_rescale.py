@@ -543,8 +543,9 @@ def test_rescale_per_channel_rescale_exact_does_not_fire(reason, first_scale, se
     assert not any(t.op == "Rescale" and t.args == (s.class_of(x),) for t in s.terms_of(out))
 
 
-# measured: the law fires in 59 of 100 cases; the share stated is 0.1 less
-@law_fires_in(0.49, "rescale-per-channel-rescale-exact")
+# measured: the law fires in 59 of 100 cases, and in 47 once the zoo's library models were added (hypothesis draws
+# about one choice in twenty from constants of the project's loaded modules); the share stated is 0.1 under the lower
+@law_fires_in(0.37, "rescale-per-channel-rescale-exact")
 @SOUNDNESS
 @given(data=st.data())
 def test_rescale_per_channel_rescale_exact_is_sound(data):
