@@ -213,8 +213,8 @@ def copied_reshapes(g: LiveGraph) -> list[Hashable]:
 
     regor `GraphIrOptimiser::RemoveReshape` (compiler/graphir_optimiser.cpp) inserts a copy in front of a reshape
     whose input has more than one reader op (and another storage shape, which a reshape that is not the identity
-    always has), whatever computes that input (another RESHAPE included), or whose input is a graph input, a graph output or a constant while its output is a graph output. A
-    graph output is not a reader: a CLAMP's (1, 64, 32) output that is returned and reshaped to (1, 64, 4, 8) for
+    always has), whatever computes that input (another RESHAPE included), or whose input is a graph input, a graph
+    output or a constant while its output is a graph output. A graph output is not a reader: a CLAMP's (1, 64, 32) output that is returned and reshaped to (1, 64, 4, 8) for
     another CLAMP is not copied (Vela 5.1 runs the two CLAMPs alone on both targets). Measured on both targets: a
     reshape read by two CLAMPs, SLICEs or TRANSPOSEs is removed; one whose input a CLAMP (or a SLICE) and k RESHAPEs
     read is k copies, one per reshape reader (conformer-block, U85: a (1, 32, 12, 8) reshape read by two reshapes,

@@ -857,8 +857,9 @@ class VelaCalibratedCost:
         return value
 
     def batched_copies(self, tensor: TensorType | None) -> float:
-        """Copying tensor one leading index (beyond HWC) at a time: one MemoryCopy of its HWC block per index, as
-        calibrated on 5-D concats (`batched_copy/<dtype>`), else the whole-tensor copy's fit per block."""
+        """Copying tensor one leading index (beyond HWC) at a time: one MemoryCopy of its HWC block per index, computed
+        where `memory_copy` computes copies (int8 on Ethos-U55), else as calibrated on 5-D concats
+        (`batched_copy/<dtype>`), else the whole-tensor copy's fit per block."""
         try:
             return self._copies[tensor]
         except KeyError:
