@@ -131,6 +131,46 @@ def test_a_reshape_is_copied_where_its_input_has_another_reader_op_not_where_it_
         assert price == vela[0]  # a copy of the input, computed (`blocks.u55_memory_copy_cycles`)
 
 
+@pytest.mark.parametrize("target", ["ethos-u55-128", "ethos-u85-256"])
+@pytest.mark.parametrize(
+    "source, returned",
+    [("graph input", True), ("graph input", False), ("clamp", True), ("returned clamp", True), ("returned clamp", False)],
+)
+def test_a_reshape_between_graph_io_is_copied_as_vela_copies_it(target, source, returned):
+    """(CLAMP ->) RESHAPE (1, 64, 32) -> (1, 64, 4, 8) (-> CLAMP), the reshape's input one reader's: regor's
+    `RemoveReshape` copies the input when it is a graph input or output and the reshape's output is a graph output,
+    and removes the reshape otherwise; the model counts the copies Vela runs and prices each as a copy of the input."""
+    g = _Graph()
+    x = g.input([1, 64, 32], "int8")
+    graph, roots = {"x": leaf("x")}, []
+    a, value = x, "x"
+    if source != "graph input":
+        a, value = _clamp(g, "a", x, [1, 64, 32], "int8"), "a"
+        graph["a"] = unary("CLAMP#1", "x")
+        if source == "returned clamp":
+            g.output(a)
+            roots.append("a")
+    r = g.op("r", ts.Op.RESHAPE, [a, g.shape_const([1, 64, 4, 8])], [1, 64, 4, 8], "int8", _attr("ReshapeAttribute"))
+    graph["r"] = Term("Reshape", (value,), ((1, 64, 4, 8),))
+    if returned:
+        g.output(r)
+        roots.append("r")
+    else:
+        g.output(_clamp(g, "b", r, [1, 64, 4, 8], "int8"))
+        graph["b"] = unary("CLAMP#2", "r")
+        roots.append("b")
+    vela = [layer.cycles_total for layer in estimate(g.tosa.serialize(), target).layers if layer.operator == "MemoryCopy"]
+    types = {"x": TYPE, "a": TYPE, "r": TensorType((1, 64, 4, 8), "torch.int8")}
+    model = VelaCalibratedCost(target)
+    g_live = live(graph, roots, types.get, model)
+    expected = returned and source != "clamp"
+    assert len(vela) == expected
+    assert copied_reshapes(g_live) == (["r"] if expected else [])
+    assert reshape_copies(g_live) == (model.memory_copy(TYPE) if expected else 0)
+    if expected and target.startswith("ethos-u55"):
+        assert reshape_copies(g_live) == vela[0]  # a copy of the input, computed (`blocks.u55_memory_copy_cycles`)
+
+
 READERS = {
     "clamp": lambda value: unary("CLAMP", value),
     "slice": lambda value: Term("Slice", (value,), ((0, 0, 0), (1, 32, 32))),
