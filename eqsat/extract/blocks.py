@@ -826,7 +826,7 @@ def ao_cycles_per_element(target: str) -> float:
 
 
 @functools.lru_cache(maxsize=CACHED_SHAPES)
-def mac_op_cycles(target: str, ifm_shape: Shape3, ofm_shape: Shape3, kernel: Kernel, depthwise: bool, brick: bool) -> int:
+def mac_op_cycles(target: str, ifm_shape: Shape3, ofm_shape: Shape3, kernel: Kernel, depthwise: bool, brick: bool, chained_output: float = 0.0) -> int:
     """`EstimateMacOpCycles` (ethos_u55_performance.cpp, ethos_u85_performance.cpp) of a CONV2D or DEPTHWISE_CONV2D
     (`OpScheduling::Single`, as `NetworkPerformance::EstimateFullOpPerformance` asks), over its block configuration
     (`block_config`), with its feature maps in the target's SRAM (`sram_of`), in brick format (NHCWB16) or NHWC.
@@ -836,6 +836,9 @@ def mac_op_cycles(target: str, ifm_shape: Shape3, ofm_shape: Shape3, kernel: Ker
     command stream a quarter of both and of the difference between an IFM block's read and an OFM block's write:
     the op costs the slowest of the three per block, once the other, and the first IFM block's read and the
     last OFM block's write.
+
+    chained_output: the output cycles per element of the ops chained into the op's group (Ethos-U85), which
+    `EthosU85Performance::EstimateAOCyclesPerElement` adds to the op's own (`u85_chained_output_cycles`).
     """
     arch = architecture_of(target)
     sram = sram_of(target)
@@ -848,10 +851,20 @@ def mac_op_cycles(target: str, ifm_shape: Shape3, ofm_shape: Shape3, kernel: Ker
         mac = _u85_mac_cycles_per_block(arch, config, ifm_shape, ofm_shape, kernel)
     ofm_block = _shape_min(ofm_shape, config.ofm_block)
     blocks = _elements(_shape_div(ofm_shape, ublock)) / _elements(_shape_div(ofm_block, ublock))
-    output = max(math.ceil(ao_cycles_per_element(target) * _elements(ofm_block)), 10 * ofm_block[2] * sram.read_latency / 256)
+    output = max(math.ceil((ao_cycles_per_element(target) + chained_output) * _elements(ofm_block)), 10 * ofm_block[2] * sram.read_latency / 256)
     ifm_read = sram.read_latency + int(_memory_transfer(True, config.ifm_block, ifm_shape, arch.cores, sram, brick) / sram.bandwidth)
     ofm_write = sram.write_latency + int(_memory_transfer(False, config.ofm_block, ofm_shape, arch.cores, sram, brick) / sram.bandwidth)
     return _block_op_cycles(mac, output, blocks, ifm_read, ofm_write)
+
+
+def u85_chained_output_cycles(target: str, element_bytes: int) -> float:
+    """The output cycles per element that an ADD, SUB or MUL chained into an Ethos-U85 op group adds to the group's
+    output unit: `GetOutputCyclesPerElement` of an elementwise op reading its int8 or int16 operands (its input
+    RESCALEs fused) and writing element_bytes-wide values, not into a chaining buffer (index 0 for 8-bit, 1 for
+    16-bit outputs)."""
+    arch = architecture_of(target)
+    assert isinstance(arch, U85Architecture)
+    return arch.output_cycles[0 if element_bytes == 1 else 1]
 
 
 @dataclass(frozen=True)

@@ -73,6 +73,9 @@ class CostModel(Protocol):
         """The cost of an ADD, SUB or MUL term whose pass reads int32 operands (its input rescales run alone) or not,
         and has a CLAMP fused into it or not."""
 
+    def chained_op(self, primary: Term, out: TensorType | None, args: list[TensorType | None]) -> float:
+        """What an ADD, SUB or MUL chained into the op group of the convolution primary adds to that group's layer."""
+
     def running_transposes_of(self, graph: Graph) -> CostModel:
         """This model, for which every transpose configuration that graph has runs on the target (the graph the
         pass is given: its transposes run if it does)."""
@@ -177,6 +180,9 @@ def layer_cycles(layer: Layer, g: LiveGraph, term_cost: Callable[[Hashable, Term
         return model.input_rescale_beside_int32(*args)
     if kind is LayerKind.OUTPUT_RESCALE_ALONE:
         return model.standalone_rescale(*args)
+    if kind is LayerKind.CHAINED_OP:
+        (primary,) = args
+        return model.chained_op(g.terms[primary], g.type_of(primary), [g.type_of(a) for a in g.terms[primary].args])
     raise ValueError(f"no price for a layer of kind {kind!r}")
 
 

@@ -61,6 +61,9 @@ class LayerKind(StrEnum):
     """An input RESCALE whose reader's other operand is a plain int32 tensor; args: (the reader's term, source type, type)."""
     OUTPUT_RESCALE_ALONE = "output rescale alone"
     """An output RESCALE (from int32) that no producer fuses; args: (the int32 accumulator's type,)."""
+    CHAINED_OP = "chained op"
+    """An ADD, SUB or MUL chained into a convolution's op group (Ethos-U85): what it adds to the convolution's
+    layer; args: (the convolution's value,)."""
 
 
 class Layer(NamedTuple):
@@ -806,6 +809,78 @@ def elementwise_passes(g: LiveGraph, unfused: set[Hashable]) -> dict[Hashable, L
     return layers
 
 
+# ---------------------------------------------------------------- chaining (Ethos-U85)
+
+
+CHAIN_PRIMARY_OPS = frozenset({"CONV2D", "DEPTHWISE_CONV2D"})
+"""The ops whose op group `chained_elementwise` chains an elementwise op into: those the model prices as Vela's
+estimator computes them (`blocks.mac_op_cycles`), so that what a chained op adds to them is computed too."""
+
+
+def _convolution_group_end(g: LiveGraph, value: Hashable) -> Hashable:
+    """Where the op group of the convolution writing value ends: behind the output RESCALE (per tensor or per
+    channel) that alone reads value, and the CLAMP that alone reads that (fused into the group)."""
+    reader = _sole_reader(g, value) if g.readers.count(value) == 1 else None
+    if reader is not None and g.terms[reader].op == "Rescale" and vela_cost.dtype_name(g.type_of(reader)) in ("int8", "int16"):
+        value = reader
+        reader = _sole_reader(g, value) if g.readers.count(value) == 1 else None
+    if reader is not None and opaque_name(g.terms[reader]) == "CLAMP":
+        value = reader
+    return value
+
+
+def chained_elementwise(g: LiveGraph) -> dict[Hashable, tuple[Layer, list[Hashable]]]:
+    """The ADDs, SUBs and MULs that Ethos-U85 chains into the convolution in front of them: each with its layer
+    (`CHAINED_OP`) and the values whose layers go into the convolution's (its input and output RESCALEs).
+
+    regor `SchedulerPacking::CanPack` (compiler/scheduler_packing.cpp) offers the op group of an op to the op after it
+    when that op reads the group's output, which nothing else reads and no graph output is; `EthosU85OpGroup::Chain`
+    (architecture/ethosu85/ethos_u85.cpp) accepts an elementwise op whose output has the shape of the group's into a
+    group that no TRANSPOSE was fused into. Its input and output RESCALEs are fused into it first
+    (`GraphIrOptimiser::FuseRescale`), so here every operand is an input rescale that it alone reads and one output
+    rescale alone reads it. Vela then gives the chained op no cycles of its own (`NetworkPerformance::AddToDatabase`
+    with an empty result), and the group's layer the output cycles of both ops per element
+    (`EthosU85Performance::EstimateAOCyclesPerElement`), which a convolution's MAC cycles often hide
+    (`VelaCalibratedCost.chained_op` prices what it adds: `CHAINED_OP`). Measured on four Ethos-U85 sizes
+    (tests/extract/test_layers.py): a (16, 16, 16) ADD behind a 1x1 convolution adds 2048 cycles to it on
+    Ethos-U85-128 and costs 2048 unchained; behind a 3x3 convolution of 16 channels over (32, 32), 508, against
+    8192 unchained; and it is not chained when the convolution's output is also returned.
+
+    Not followed: a chain needs its op right after the group's last in Vela's execution order (an op reading two
+    convolutions chains into the one Vela runs last, here into its first operand's); an op chained into another elementwise op
+    or into a group that already chains one (priced as run alone); a chain into a pooling, a MemoryCopy or a
+    TRANSPOSE (priced as run alone).
+    """
+    if vela_cost.target_family(g.model.target) not in vela_cost.ELEMENTWISE_CHAINED:
+        return {}
+    groups = {
+        _convolution_group_end(g, value): value
+        for value, term in g.terms.items()
+        if term.op == "Opaque" and opaque_name(term) in CHAIN_PRIMARY_OPS
+    }
+    chained: dict[Hashable, tuple[Layer, list[Hashable]]] = {}
+    primaries = set()
+    for value, term in g.terms.items():
+        if term.op != "Elementwise" or opaque_name(term) not in OUTPUT_RESCALE_PRODUCERS:
+            continue
+        output = _sole_reader(g, value) if g.readers.count(value) == 1 else None
+        if output is None or not is_output_rescale(g.terms[output], g.type_of(value), g.type_of(output)):
+            continue
+        operands = [behind_removed_reshapes(g, a) for a in term.args]
+        if not all(is_read_once_input_rescale(g, a) for a in operands):
+            continue  # an op whose rescales run alone (`rescales_alone`) reads int32: not chained here
+        for a in operands:
+            source = behind_removed_reshapes(g, g.terms[a].args[0])
+            primary = groups.get(source)
+            if primary is None or primary in primaries:
+                continue
+            if readers_behind_removed_reshapes(g, source)[1] == 1 and drops_leading_ones_only(g.type_of(source), g.type_of(output)):
+                chained[value] = (Layer(value, LayerKind.CHAINED_OP, (primary,)), [*operands, output])
+                primaries.add(primary)
+                break
+    return chained
+
+
 # ---------------------------------------------------------------- the layers of a graph
 
 
@@ -822,6 +897,7 @@ DECISIONS = (
     input_rescales_alone,
     output_rescales_alone,
     elementwise_passes,
+    chained_elementwise,
 )
 """Every decision `form_layers` takes, in the order docs/cost_model.md lists them (`decisions_markdown`)."""
 
@@ -829,7 +905,8 @@ DECISIONS = (
 def form_layers(g: LiveGraph) -> list[Layer]:
     """The layers Vela runs for g, in the graph's order: for each value, what the decisions above make of its op."""
     folded = folded_transposes(g)
-    without_layer = {*folded, *fused_tables(g), *removed_accumulator_reshapes(g)}
+    chained = chained_elementwise(g)
+    without_layer = {*folded, *fused_tables(g), *removed_accumulator_reshapes(g), *(v for _, fused in chained.values() for v in fused)}
     slices, copied = set(narrow_slices(g)), set(copied_slices(g))
     transposing = transposing_slice_copies(g, folded)
     in_shape = transposes_as_vela_runs_them(g)
@@ -854,6 +931,8 @@ def form_layers(g: LiveGraph) -> list[Layer]:
                 layers.append(in_shape[value])
         elif value in passes:
             layers.append(passes[value])
+        elif value in chained:
+            layers.append(chained[value][0])
         else:
             layers.append(Layer(value, LayerKind.OP))
         if value in alone:

@@ -11,8 +11,10 @@ from eqsat.configuration import Generation
 from eqsat.ir import TensorType, Term
 from eqsat.calibration.graphs import SCALES, _attr, _binary, _clamp, _Graph, _rescale
 from eqsat.extract.cost import graph_cost, layer_cycles, term_costs, value_costs
+from eqsat.extract import vela_cost
 from eqsat.extract.layers import (
     LiveGraph,
+    chained_elementwise,
     copied_concat_inputs,
     copied_reshapes,
     copied_slices,
@@ -1632,3 +1634,61 @@ def test_an_unfused_adds_output_rescale_runs_alone_unless_it_only_shifts_as_in_v
     alone = output_rescales_alone(live(graph, roots, types.get, VelaCalibratedCost("ethos-u55-128")), {}, {"sum"})
     assert len(vela_layers) == (5 if shift_only else 6)  # two layers per input rescale, the ADD (and the rescale)
     assert ("out" in alone) == (not shift_only)
+
+
+def _conv_then_add(h: int, w: int, c: int, k: int, form: str) -> bytes:
+    """A k x k CONV2D of c channels over (h, w) and its per-channel output RESCALE; form "alone": returned; "chained":
+    read by a rescaled ADD with a second input; "returned": that ADD, the convolution's output returned too."""
+    from eqsat.calibration.graphs import _conv
+
+    g = _Graph()
+    shape = [1, h, w, c]
+    x, y = (_clamp(g, f"in{i}", g.input(shape, "int8"), shape, "int8") for i in range(2))  # brick format, as between NPU ops
+    conv, _ = _conv(g, "conv", x, {"h": h, "w": w, "cin": c, "cout": c, "k": k, "stride": 1})
+    if form == "alone":
+        conv = _clamp(g, "act", conv, shape, "int8")  # fused into the convolution's op group
+    if form != "chained":
+        g.output(conv)
+    if form != "alone":
+        a = _rescale(g, "ina", conv, shape, "int8", "int32", "add", zero_points=(3, 0))
+        b = _rescale(g, "inb", y, shape, "int8", "int32", "add", zero_points=(3, 0))
+        g.output(_clamp(g, "act", _rescale(g, "out", _binary(g, "add", "ADD", a, b, shape), shape, "int32", "int8", "add_out"), shape, "int8"))
+    return g.tosa.serialize()
+
+
+def _read_tosa(data: bytes):
+    """The graph eqsat reads from a TOSA flatbuffer: (terms by value, outputs, type_of)."""
+    from eqsat import bridge_fx
+    from eqsat.bridge_tosa import read_flatbuffer
+
+    graph = bridge_fx.to_egraph(read_flatbuffer(data)[0]).read_graph().as_ir()
+    types = {value: t for value, t in enumerate(graph.types) if t is not None}
+    return dict(enumerate(graph.terms)), list(graph.outputs), types.get
+
+
+@pytest.mark.parametrize("target", ["ethos-u85-128", "ethos-u85-256", "ethos-u85-1024", "ethos-u85-2048", "ethos-u55-128"])
+@pytest.mark.parametrize("h, w, c, k", [(32, 32, 16, 3), (16, 16, 16, 1), (8, 8, 64, 1)])
+def test_an_add_behind_a_convolution_is_chained_into_it_where_vela_chains_it(target, h, w, c, k):
+    """CLAMP -> CONV2D -> output RESCALE -> ADD (its input and output RESCALEs fused) -> CLAMP: Ethos-U85 chains the
+    ADD into the convolution's layer (0 cycles of its own) unless the convolution's output is also returned; the
+    model chains it as Vela does, and prices the convolution's layer with the ADD in it at Vela's cycles (its NPU
+    cycles: the ADD's output cycles added to the convolution's). Ethos-U55 chains nothing."""
+    model = VelaCalibratedCost(target)
+    chains = target_family(target) in vela_cost.ELEMENTWISE_CHAINED
+    for form in ("chained", "returned"):
+        data = _conv_then_add(h, w, c, k, form)
+        terms, roots, type_of = _read_tosa(data)
+        g = LiveGraph.of(terms, roots, type_of, model)
+        (add,) = [v for v, t in terms.items() if t.op == "Elementwise" and "ADD" in t.attrs[0]]
+        assert list(chained_elementwise(g)) == ([add] if form == "chained" and chains else [])
+        layers = estimate(data, target).layers
+        if not chains:
+            assert all(layer.cycles_total > 0 for layer in layers if layer.operator == "Add")
+            continue
+        (vela_add,) = [layer for layer in layers if layer.operator == "Add"]
+        assert (vela_add.cycles_total == 0) == (form == "chained")
+        if form == "chained":
+            (conv,) = [v for v, t in terms.items() if t.op == "Opaque" and "CONV2D" in t.attrs[0]]
+            (vela_conv,) = [layer for layer in layers if layer.operator == "Conv2D"]
+            costs = value_costs(terms, roots, type_of, model)
+            assert costs[conv] + costs[add] == pytest.approx(vela_conv.cycles_total)
