@@ -841,10 +841,11 @@ def chained_elementwise(g: LiveGraph) -> dict[Hashable, tuple[Layer, list[Hashab
     rescale alone reads it. Vela then gives the chained op no cycles of its own (`NetworkPerformance::AddToDatabase`
     with an empty result), and the group's layer the output cycles of both ops per element
     (`EthosU85Performance::EstimateAOCyclesPerElement`), which a convolution's MAC cycles often hide
-    (`VelaCalibratedCost.chained_op` prices what it adds: `CHAINED_OP`). Measured on four Ethos-U85 sizes
-    (tests/extract/test_layers.py): a (16, 16, 16) ADD behind a 1x1 convolution adds 2048 cycles to it on
-    Ethos-U85-128 and costs 2048 unchained; behind a 3x3 convolution of 16 channels over (32, 32), 508, against
-    8192 unchained; and it is not chained when the convolution's output is also returned.
+    (`VelaCalibratedCost.chained_op` prices what it adds: `CHAINED_OP`). Measured on the five Ethos-U85 sizes
+    (tests/extract/test_layers.py, six shapes each: the group's NPU cycles so computed are Vela's on all 30): a
+    (16, 16, 16) ADD behind a 1x1 convolution adds 2048 cycles to it on Ethos-U85-128 and 128 on Ethos-U85-2048;
+    behind a 3x3 convolution of 16 channels over (32, 32), 508 on Ethos-U85-128; and it is not chained when the
+    convolution's output is also returned.
 
     Not followed: a chain needs its op right after the group's last in Vela's execution order (an op reading two
     convolutions chains into the one Vela runs last, here into its first operand's); an op chained into another elementwise op
