@@ -363,6 +363,11 @@ def _sole_reader(g: LiveGraph, value: Hashable) -> Hashable | None:
     return reads[0] if len(reads) == 1 else None
 
 
+def _only_reader(g: LiveGraph, value: Hashable) -> Hashable | None:
+    """The one op that reads value, if nothing else does, not even a graph output (`CanPack`'s single-reader path)."""
+    return _sole_reader(g, value) if g.readers.count(value) == 1 else None
+
+
 def _transpose_moved_in_front_of(g: LiveGraph, value: Hashable) -> Hashable | None:
     """The TRANSPOSE that regor moves in front of the RESHAPE computing value: the one op reading its output, when
     the reshape only adds or drops unit axes (equal `squeezed` shapes; regor CanonicaliseReshapeTransposePattern)."""
@@ -771,12 +776,9 @@ def _fused_clamp(g: LiveGraph, value: Hashable) -> bool:
     """value's one reader is a CLAMP, directly or behind an output RESCALE that alone reads value: the activation
     regor fuses into the op writing value (the CLAMP becomes the op group's second op)."""
 
-    def only_reader(v: Hashable) -> Hashable | None:  # graph outputs count as readers here
-        return _sole_reader(g, v) if g.readers.count(v) == 1 else None
-
-    reader = only_reader(value)
+    reader = _only_reader(g, value)
     if reader is not None and is_output_rescale(g.terms[reader], g.type_of(value), g.type_of(reader)):
-        reader = only_reader(reader)
+        reader = _only_reader(g, reader)
     return reader is not None and opaque_name(g.terms[reader]) == "CLAMP"
 
 
@@ -820,10 +822,10 @@ estimator computes them (`blocks.mac_op_cycles`), so that what a chained op adds
 def _convolution_group_end(g: LiveGraph, value: Hashable) -> Hashable:
     """Where the op group of the convolution writing value ends: behind the output RESCALE (per tensor or per
     channel) that alone reads value, and the CLAMP that alone reads that (fused into the group)."""
-    reader = _sole_reader(g, value) if g.readers.count(value) == 1 else None
+    reader = _only_reader(g, value)
     if reader is not None and g.terms[reader].op == "Rescale" and vela_cost.dtype_name(g.type_of(reader)) in ("int8", "int16"):
         value = reader
-        reader = _sole_reader(g, value) if g.readers.count(value) == 1 else None
+        reader = _only_reader(g, value)
     if reader is not None and opaque_name(g.terms[reader]) == "CLAMP":
         value = reader
     return value
@@ -859,12 +861,11 @@ def chained_elementwise(g: LiveGraph) -> dict[Hashable, tuple[Layer, list[Hashab
         for value, term in g.terms.items()
         if term.op == "Opaque" and opaque_name(term) in CHAIN_PRIMARY_OPS
     }
-    chained: dict[Hashable, tuple[Layer, list[Hashable]]] = {}
-    primaries = set()
+    chained: dict[Hashable, tuple[Layer, list[Hashable]]] = {}  # a group's output has one reader: one op chains into it
     for value, term in g.terms.items():
         if term.op != "Elementwise" or opaque_name(term) not in OUTPUT_RESCALE_PRODUCERS:
             continue
-        output = _sole_reader(g, value) if g.readers.count(value) == 1 else None
+        output = _only_reader(g, value)
         if output is None or not is_output_rescale(g.terms[output], g.type_of(value), g.type_of(output)):
             continue
         operands = [behind_removed_reshapes(g, a) for a in term.args]
@@ -873,11 +874,10 @@ def chained_elementwise(g: LiveGraph) -> dict[Hashable, tuple[Layer, list[Hashab
         for a in operands:
             source = behind_removed_reshapes(g, g.terms[a].args[0])
             primary = groups.get(source)
-            if primary is None or primary in primaries:
+            if primary is None:
                 continue
             if readers_behind_removed_reshapes(g, source)[1] == 1 and drops_leading_ones_only(g.type_of(source), g.type_of(output)):
                 chained[value] = (Layer(value, LayerKind.CHAINED_OP, (primary,)), [*operands, output])
-                primaries.add(primary)
                 break
     return chained
 

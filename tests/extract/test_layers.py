@@ -1700,3 +1700,23 @@ def test_an_add_behind_a_convolution_is_chained_into_it_where_vela_chains_it(tar
             if vela_conv.cycles_npu >= vela_conv.cycles_access:
                 costs = value_costs(terms, roots, type_of, model)
                 assert costs[conv] + costs[add] == pytest.approx(vela_conv.cycles_total)
+
+
+@pytest.mark.parametrize("target", ["ethos-u85-128", "ethos-u85-2048"])
+def test_an_add_that_broadcasts_the_convolution_is_not_chained(target):
+    """CONV2D (1, 1, 16, 16) -> ADD with a (1, 8, 16, 16) operand: the ADD's output is not the shape of the
+    convolution's ("cannot chain broadcasted ofm", `EthosU85OpGroup::Chain`), so Vela runs it as a layer of its own and
+    the model does not chain it."""
+    from eqsat.calibration.graphs import _conv
+
+    g = _Graph()
+    small, wide = [1, 1, 16, 16], [1, 8, 16, 16]
+    conv, _ = _conv(g, "conv", _clamp(g, "in", g.input(small, "int8"), small, "int8"), {"h": 1, "w": 16, "cin": 16, "cout": 16, "k": 1, "stride": 1})
+    a = _rescale(g, "ina", conv, small, "int8", "int32", "add", zero_points=(3, 0))
+    b = _rescale(g, "inb", _clamp(g, "other", g.input(wide, "int8"), wide, "int8"), wide, "int8", "int32", "add", zero_points=(3, 0))
+    g.output(_rescale(g, "out", _binary(g, "add", "ADD", a, b, wide), wide, "int32", "int8", "add_out"))
+    data = g.tosa.serialize()
+    terms, roots, type_of = _read_tosa(data)
+    (vela_add,) = [layer for layer in estimate(data, target).layers if layer.operator == "Add"]
+    assert vela_add.cycles_total > 0
+    assert chained_elementwise(LiveGraph.of(terms, roots, type_of, VelaCalibratedCost(target))) == {}
