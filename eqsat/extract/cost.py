@@ -76,6 +76,10 @@ class CostModel(Protocol):
     def chained_op(self, primary: Term, out: TensorType | None, args: list[TensorType | None]) -> float:
         """What an ADD, SUB or MUL chained into the op group of the convolution primary adds to that group's layer."""
 
+    def transposed_write(self, primary: Term, out: TensorType | None, args: list[TensorType | None], transpose: tuple[int, int, int]) -> float:
+        """What writing the convolution primary's output transposed by transpose (of its height, width and channels)
+        adds to its layer."""
+
     def running_transposes_of(self, graph: Graph) -> CostModel:
         """This model, for which every transpose configuration that graph has runs on the target (the graph the
         pass is given: its transposes run if it does)."""
@@ -183,6 +187,9 @@ def layer_cycles(layer: Layer, g: LiveGraph, term_cost: Callable[[Hashable, Term
     if kind is LayerKind.CHAINED_OP:
         (primary,) = args
         return model.chained_op(g.terms[primary], g.type_of(primary), [g.type_of(a) for a in g.terms[primary].args])
+    if kind is LayerKind.TRANSPOSED_WRITE:
+        primary, transpose = args
+        return model.transposed_write(g.terms[primary], g.type_of(primary), [g.type_of(a) for a in g.terms[primary].args], transpose)
     raise ValueError(f"no price for a layer of kind {kind!r}")
 
 

@@ -64,6 +64,9 @@ class LayerKind(StrEnum):
     CHAINED_OP = "chained op"
     """An ADD, SUB or MUL chained into a convolution's op group (Ethos-U85): what it adds to the convolution's
     layer; args: (the convolution's value,)."""
+    TRANSPOSED_WRITE = "transposed write"
+    """A TRANSPOSE fused into a convolution's op group (Ethos-U85): what writing the convolution's output so
+    transposed adds to its layer; args: (the convolution's value, the permutation of its height, width and channels)."""
 
 
 class Layer(NamedTuple):
@@ -282,20 +285,53 @@ def removed_accumulator_reshapes(g: LiveGraph) -> list[Hashable]:
 # ---------------------------------------------------------------- transposes
 
 
-FOLDED_PERMUTATIONS = frozenset({(0, 3, 1, 2)})
-"""The transposes calibration saw folded: a CONV2D's NHWC output written as NCHW (ctx_transpose_conv).
-Others are not assumed folded: taking a MATMUL's output or a rank-3 transpose for free cost
-attention-permute a 12.8% win on Ethos-U85 that Vela measured."""
+TRANSPOSE_WRITING_OPS = frozenset({"CONV2D", "DEPTHWISE_CONV2D"})
+"""The TOSA ops whose output `folded_transposes` lets Ethos-U85 write transposed: MAC ops (regor
+`EthosU85Constraints::SupportsFusedTranspose` takes any order of H, W and C for them) that the model prices as Vela's
+estimator computes them (`blocks.mac_op_cycles`), so that the transposed write is computed too. Other producers
+keep their transposes as layers of their own: taking a MATMUL's output transposed for free cost attention-permute a
+12.8% win on Ethos-U85 that Vela measured."""
+
+FOLDED_ATEN_PERMUTATIONS = frozenset({(0, 3, 1, 2)})
+"""At the edge-ATen insertion point, the permutation of an aten convolution's output that calibration saw folded
+(ctx_transpose_conv): its NHWC output written as NCHW, taken for free."""
 
 
-def _is_convolution_output(g: LiveGraph, value: Hashable) -> bool:
-    """value is a convolution's output, after its per-channel output RESCALE if it has one."""
+def _convolution_behind(g: LiveGraph, value: Hashable) -> Hashable | None:
+    """The convolution whose output value is, after its per-channel output RESCALE if it has one."""
     term = g.terms.get(value)
     if term is None:
+        return None
+    if ((term.op == "Rescale" and len(term.attrs[1]) > 1) or (term.op == "Opaque" and opaque_name(term) == "RESCALE")) and term.args:
+        value = term.args[0]
+        term = g.terms.get(value)
+    if term is None or term.op != "Opaque" or opaque_name(term) not in (*TRANSPOSE_WRITING_OPS, "convolution"):
+        return None
+    return value
+
+
+def _written_permutation(g: LiveGraph, value: Hashable) -> tuple[int, int, int] | None:
+    """The permutation of (height, width, channels) that the TRANSPOSE value applies to an unbatched NHWC map in
+    one pass (`vela_cost.transpose_passes`): what a producer writing it transposed writes (None: not such a one)."""
+    term = g.terms[value]
+    x = g.type_of(term.args[0])
+    perm = tuple(term.attrs[0])
+    if x is None or len(x.shape) != 4 or x.shape[0] != 1 or perm[0] != 0:
+        return None
+    passes = vela_cost.transpose_passes(tuple(x.shape), perm, vela_cost.target_family(g.model.target))
+    if len(passes) != 1 or tuple(passes[0][0]) != tuple(x.shape[1:]):
+        return None
+    return tuple(passes[0][1])
+
+
+def _folded_into_convolution(g: LiveGraph, value: Hashable) -> bool:
+    """The TRANSPOSE value moves a convolution's output as its op group can write it (`folded_transposes`)."""
+    conv = _convolution_behind(g, g.terms[value].args[0])
+    if conv is None:
         return False
-    if (term.op == "Rescale" and len(term.attrs[1]) > 1) or (term.op == "Opaque" and opaque_name(term) == "RESCALE"):
-        term = g.terms.get(term.args[0]) if term.args else None
-    return term is not None and term.op == "Opaque" and opaque_name(term) in ("CONV2D", "convolution")
+    if opaque_name(g.terms[conv]) == "convolution":
+        return tuple(g.terms[value].attrs[0]) in FOLDED_ATEN_PERMUTATIONS
+    return _written_permutation(g, value) is not None
 
 
 def _copied_slice_output(g: LiveGraph, value: Hashable, perm: tuple[int, ...]) -> bool:
@@ -318,11 +354,17 @@ def folded_transposes(g: LiveGraph) -> list[Hashable]:
     regor `SchedulerPacking::PackOperations` and `CanPack` (compiler/scheduler_packing.cpp) pack a TRANSPOSE into
     the op whose output it alone reads (one reader, not a graph output), where the architecture's op group
     accepts it (`EthosU85OpGroup::Fuse`, architecture/ethosu85/ethos_u85.cpp: one transpose, natively supported
-    by the primary op; Ethos-U55 fuses none, `folds_transpose_into_producer`). Measured on Ethos-U85: a CONV2D's
-    output (after its output RESCALE) written NHWC -> NCHW (the layer is named after the transpose's output), and
-    a SLICE's MemoryCopy that a one-pass transpose moves, for rank-2 to rank-4 permutations; not a transpose of
-    several passes, nor a batched slice. On a small model whose conv output was also returned as it was, a rewrite
-    that gave that output a second reader cost +63% cycles_total on U85.
+    by the primary op, `EthosU85Constraints::SupportsFusedTranspose`; Ethos-U55 fuses none,
+    `folds_transpose_into_producer`). Followed here: a CONV2D's or DEPTHWISE_CONV2D's output (after its output
+    RESCALE) written in any one-pass order of its height, width and channels (the layer is named after the
+    transpose's output; `transposed_convolution_writes` prices the write), and a SLICE's MemoryCopy that a one-pass
+    transpose moves, for rank-2 to rank-4 permutations; not a transpose of several passes, nor a batched slice.
+    Measured on Ethos-U85 (tests/extract/test_layers.py): all five orders of a convolution's output, five sizes,
+    five shapes. On a small model whose conv output was also returned as it was, a rewrite that gave that output a
+    second reader cost +63% cycles_total on U85.
+
+    Not followed: a transpose fused into a pooling, a MATMUL or an elementwise op (regor fuses some; each is priced
+    as a layer of its own here).
     """
     if not g.model.folds_transpose_into_producer:
         return []
@@ -332,10 +374,30 @@ def folded_transposes(g: LiveGraph) -> list[Hashable]:
         if term.op == "Transpose"
         and g.readers.count(term.args[0]) == 1
         and (
-            (tuple(term.attrs[0]) in FOLDED_PERMUTATIONS and _is_convolution_output(g, term.args[0]))
+            _folded_into_convolution(g, value)
             or _copied_slice_output(g, term.args[0], tuple(term.attrs[0]))
         )
     ]
+
+
+def transposed_convolution_writes(g: LiveGraph, folded: Iterable[Hashable]) -> dict[Hashable, Layer]:
+    """The folded TRANSPOSEs (`folded_transposes`) that a CONV2D or DEPTHWISE_CONV2D writes: each a layer priced as
+    what the transposed write adds to the convolution's (`TRANSPOSED_WRITE`, `VelaCalibratedCost.transposed_write`).
+
+    regor searches the op's block configuration in the convolution's orientation, under the block maximum
+    unpermuted (`ArchEthosU85::FindBlockConfig`, `Shape::Unpermute`; in brick format a block whose width or height
+    becomes the output's depth is 16 of it), and estimates the layer over the written OFM
+    (`Scheduler::InitPerfQuery`: the OFM connection's shape, the transpose's), its output unit at the slower of
+    its output rate and the transpose's (`EthosU85Performance::GetActivationCyclesPerElement`: half throughput for
+    an H <-> W swap). So computed (`blocks.mac_op_cycles`), the layer's NPU cycles are Vela's on all 125 groups of
+    tests/extract/test_layers.py (five orders, five shapes, the five Ethos-U85 sizes): an (8, 32, 32) 1x1 convolution
+    on Ethos-U85-256 costs 4960 cycles, written (0, 3, 1, 2) 8520, written (0, 2, 3, 1) 4512."""
+    layers = {}
+    for value in folded:
+        conv = _convolution_behind(g, g.terms[value].args[0])
+        if conv is not None and opaque_name(g.terms[conv]) in TRANSPOSE_WRITING_OPS:
+            layers[value] = Layer(value, LayerKind.TRANSPOSED_WRITE, (conv, _written_permutation(g, value)))
+    return layers
 
 
 def permutation_before_unit_reshape(before: tuple[int, ...], after: tuple[int, ...], perm: tuple[int, ...]) -> tuple[int, ...]:
@@ -889,6 +951,7 @@ DECISIONS = (
     copied_reshapes,
     removed_accumulator_reshapes,
     folded_transposes,
+    transposed_convolution_writes,
     transposes_as_vela_runs_them,
     fused_tables,
     copied_slices,
@@ -910,6 +973,7 @@ def form_layers(g: LiveGraph) -> list[Layer]:
     without_layer = {*folded, *fused_tables(g), *removed_accumulator_reshapes(g), *(v for _, fused in chained.values() for v in fused)}
     slices, copied = set(narrow_slices(g)), set(copied_slices(g))
     transposing = transposing_slice_copies(g, folded)
+    written = transposed_convolution_writes(g, folded)
     in_shape = transposes_as_vela_runs_them(g)
     concat_copies = copied_concat_inputs(g)
     unfused = unfused_add_subs(g)
@@ -920,6 +984,8 @@ def form_layers(g: LiveGraph) -> list[Layer]:
     for value, term in g.terms.items():
         if value in transposing:
             layers.append(transposing[value])
+        elif value in written:
+            layers.append(written[value])
         elif value in concat_copies:
             layers.extend(Layer(value, LayerKind.COPY, (part,)) for part in concat_copies[value])
         elif value in slices:

@@ -26,7 +26,7 @@ Vela's `cycles_total`, the inference estimate. A transpose is priced pass
 by pass: a pass that writes a small innermost dimension is memory-bound
 (a (3, 9216) -> (9216, 3) transpose on Ethos-U85: 73816 NPU cycles,
 3110400 access cycles), while the same data moved as (3, 96, 96) ->
-(96, 96, 3) is bound by its 73997 NPU cycles. On one-core Ethos-U85 both are
+(96, 96, 3) is bound by its 73997 NPU cycles. On Ethos-U85 both are
 what Vela's estimator computes for the pass (`blocks.u85_transpose_cycles`):
 regor counts a transpose's OFM blocks in the wrong orientation, so a pass that
 swaps a long axis with a short one re-reads its input once per (long / short)
@@ -49,8 +49,8 @@ What each op costs
 - TRANSPOSE: the sum over the 3D swap passes that Vela's decomposition
   (a selection sort of the axes, as in regor's DecomposeTranspose and
   SwapAxes; see `transpose_passes`) produces for this shape and
-  permutation, each pass fitted per dtype (on one-core Ethos-U85 computed,
-  `u85_transposes_computed`). Permutations that only move unit
+  permutation, each pass fitted per dtype (on Ethos-U85 computed,
+  `blocks.u85_transpose_cycles`). Permutations that only move unit
   dimensions cost 0 (they are reshapes). On Ethos-U55 a transpose that
   Vela cannot run costs `math.inf` (see "Infeasible configurations").
 - CONCAT: one MemoryCopy per input, priced as measured behind producers on
@@ -433,22 +433,9 @@ def _ceil_to(value: int, multiple: int) -> int:
     return -(-value // multiple) * multiple
 
 
-def u85_transposes_computed(target: str) -> bool:
-    """Whether target's transposes are priced as Vela's estimator computes them (`blocks.u85_transpose_cycles`):
-    an Ethos-U85 with one core. Ethos-U85-512/1024/2048 keep the fit on brick-aligned reads and writes: priced as
-    computed, their transposes come out as Vela estimates them (zoo error 9.4/6.8/14.5% -> 3.1/3.6/6.5% mean, with
-    `layers.chained_elementwise`), but eqsat then rewrites tds-conv1d into graphs Vela runs 0.4/2.4/3.4% slower
-    (measured again with chaining followed). Vela's cycles by operator on Ethos-U85-1024, stock -> eqsat: Conv2D
-    5200 -> 2912, Transpose 1961 -> 5087; the model's: CONV2D unchanged, transposes 6750 -> 4179. The stock graph's
-    (0, 2, 3, 1) transpose is written by the convolution in front of it (regor `SupportsFusedTranspose` folds any
-    order of H, W and C), which `layers.folded_transposes` does not follow, and the rewrite's transpose is no
-    longer folded. The fit's overestimate of the rewrite's transposes keeps eqsat from it."""
-    return target.startswith("ethos-u85") and blocks.architecture_of(target).cores == 1
-
-
 def transpose_config(x: TensorType | None, out: TensorType | None, perm: tuple[int, ...], target: str, brick: bool = True) -> OpConfig:
-    """A TRANSPOSE's family and features, per pass of Vela's decomposition (`transpose_passes`). On one-core
-    Ethos-U85 (`u85_transposes_computed`) a pass carries the NPU and access cycles Vela's estimator computes for it (`blocks.u85_transpose_cycles`), its
+    """A TRANSPOSE's family and features, per pass of Vela's decomposition (`transpose_passes`). On Ethos-U85 a
+    pass carries the NPU and access cycles Vela's estimator computes for it (`blocks.u85_transpose_cycles`), its
     input and output stored as Vela stores a tensor between two NPU ops: in brick format (NHCWB16), unless brick
     is False (NHWC: a graph's input and output). The tensors between the passes of one transpose are NHWC: so
     priced, the 86 multi-pass int8 calibration samples of Ethos-U85-256 come within 0.4% of Vela (4.5% in brick
@@ -481,7 +468,7 @@ def transpose_config(x: TensorType | None, out: TensorType | None, perm: tuple[i
                 "narrow_hw_max": float(out3[0] * out3[1] * max(out3[0], out3[1])) if out3[2] * _bytes(x) < 16 else 0.0,
             }
         )
-        if u85_transposes_computed(target):
+        if target_family(target) == Generation.U85:
             npu, access = blocks.u85_transpose_cycles(target, shape3, perm3, _bytes(x), brick and i == 0, brick and i == len(decomposed) - 1)
             passes[-1].update(block_npu=float(npu), block_access=float(access))
     features: dict[str, float] = {}
@@ -584,7 +571,14 @@ def fully_connected_shape(positions: int) -> tuple[int, int]:
 
 
 def conv_block_features(
-    x: TensorType | None, out: TensorType | None, weights: TensorType | None, kernel: tuple[int, int], depthwise: bool, target: str, brick: bool = True
+    x: TensorType | None,
+    out: TensorType | None,
+    weights: TensorType | None,
+    kernel: tuple[int, int],
+    depthwise: bool,
+    target: str,
+    brick: bool = True,
+    transpose: blocks.Shape3 = blocks.UNPERMUTED,
 ) -> dict[str, float]:
     """A CONV2D's or DEPTHWISE_CONV2D's work over the block configuration Vela's search picks for it, for NHWC x and
     out (`eqsat.extract.blocks`, following regor's `FindBlockConfig`): its NPU cycles as Vela's estimator computes
@@ -602,7 +596,10 @@ def conv_block_features(
     and once per output position along an axis whose stride exceeds MAX_STRIDE (`stride_splits`), each then
     one output position and one kernel wide along that axis; a depthwise convolution with a depth multiplier
     once per multiple (scheduler_decompose.cpp, `depthMultiplier`; one over a single input channel is a CONV2D,
-    graphir_optimiser.cpp `RewriteDepthwise`, which `_opaque_config` prices as one)."""
+    graphir_optimiser.cpp `RewriteDepthwise`, which `_opaque_config` prices as one).
+
+    transpose: the permutation of its output's (height, width, channels) that a TRANSPOSE fused into its op group
+    writes it in (Ethos-U85, `layers.transposed_convolution_writes`; `blocks.mac_op_cycles`)."""
     if x is None or out is None or len(x.shape) != 4 or len(out.shape) != 4:
         return {}
     ifm, ofm, runs = list(x.shape[1:]), list(out.shape[1:]), out.shape[0]
@@ -617,9 +614,10 @@ def conv_block_features(
             runs *= ofm[axis]
             ifm[axis], ofm[axis], strides[axis] = k, 1, 1
     query = (target, tuple(ifm), tuple(ofm), blocks.Kernel(kernel[0], kernel[1], *strides), depthwise)
-    estimate, access = blocks.mac_op_cycles(*query, brick), blocks.element_access(*query, brick)
+    estimate = blocks.mac_op_cycles(*query, brick, transpose=transpose)
+    access = blocks.element_access(*query, brick, transpose=transpose)
     chained = {}
-    if target_family(target) in ELEMENTWISE_CHAINED:  # the same convolution with an elementwise op chained into it
+    if target_family(target) in ELEMENTWISE_CHAINED and transpose == blocks.UNPERMUTED:  # an elementwise op chained into it
         chained_output = blocks.u85_chained_output_cycles(target, _bytes(x))  # it writes what the convolution reads: int8, or int16 (a16w8)
         chained["chained_block_cycles"] = float(runs * blocks.mac_op_cycles(*query, brick, chained_output))
     return chained | {
@@ -664,20 +662,25 @@ DEFAULT_POOL_WINDOW = (2, 2)
 
 
 def _opaque_config(
-    name: str, out: TensorType | None, args: list[TensorType | None], target: str, window: tuple[int, int] | None = None
+    name: str,
+    out: TensorType | None,
+    args: list[TensorType | None],
+    target: str,
+    window: tuple[int, int] | None = None,
+    transpose: blocks.Shape3 = blocks.UNPERMUTED,
 ) -> OpConfig:
     op = short_op_name(name)
     weight = args[1] if len(args) > 1 else None
     if op == "CONV2D" and weight is not None and len(weight.shape) == 4:  # OHWI
         kernel = (weight.shape[1], weight.shape[2])
         features = _conv_features(out, args, math.prod(weight.shape[1:]), stride_splits(args[0], kernel, out))
-        return OpConfig("conv2d", features | conv_block_features(args[0], out, weight, kernel, False, target))
+        return OpConfig("conv2d", features | conv_block_features(args[0], out, weight, kernel, False, target, transpose=transpose))
     if op == "DEPTHWISE_CONV2D" and weight is not None and len(weight.shape) == 4:  # HWCM
         kernel = (weight.shape[0], weight.shape[1])
         features = _conv_features(out, args, math.prod(kernel), stride_splits(args[0], kernel, out))
         if weight.shape[2] == 1 and weight.shape[3] > 1:  # one input channel: a CONV2D to the multiplier's channels
-            return OpConfig("conv2d", features | conv_block_features(args[0], out, weight, kernel, False, target))
-        return OpConfig("depthwise_conv2d", features | conv_block_features(args[0], out, weight, kernel, True, target))
+            return OpConfig("conv2d", features | conv_block_features(args[0], out, weight, kernel, False, target, transpose=transpose))
+        return OpConfig("depthwise_conv2d", features | conv_block_features(args[0], out, weight, kernel, True, target, transpose=transpose))
     if op == "MATMUL" and args and args[0] is not None:
         return OpConfig("matmul", _conv_features(out, args, args[0].shape[-1]))
     if op == "convolution" and weight is not None and len(weight.shape) == 4:  # aten: NCHW, weights O, I/groups, KH, KW
@@ -736,8 +739,9 @@ def _elementwise_config(name: str, out: TensorType | None, args: list[TensorType
     return OpConfig(f"generic/{dtype_name(out)}", _basic(out))
 
 
-def op_config(term: Term, out: TensorType | None, args: list[TensorType | None], target: str) -> OpConfig:
-    """The calibration family and features of one term on target (the one place that decides it)."""
+def op_config(term: Term, out: TensorType | None, args: list[TensorType | None], target: str, transpose: blocks.Shape3 = blocks.UNPERMUTED) -> OpConfig:
+    """The calibration family and features of one term on target (the one place that decides it); a convolution's
+    with its output written transposed by transpose (`conv_block_features`)."""
     if term.op == "Reshape":
         return FREE
     if term.op == "Transpose":
@@ -756,7 +760,7 @@ def op_config(term: Term, out: TensorType | None, args: list[TensorType | None],
     if term.op == "Elementwise":
         return _elementwise_config(name, out, args)
     # Reduce and Table: priced as the opaque op they were read from (the key names it)
-    return _opaque_config(name, out, args, target, window_of(term.attrs[0]))
+    return _opaque_config(name, out, args, target, window_of(term.attrs[0]), transpose)
 
 
 # ---------------------------------------------------------------- the model
@@ -996,6 +1000,17 @@ class VelaCalibratedCost:
         if chained is None:
             return 0.0
         return self.cost_of(OpConfig(config.family, config.features | {"block_cycles": chained})) - self.cost_of(config)
+
+    def transposed_write(self, primary: Term, out: TensorType | None, args: list[TensorType | None], transpose: blocks.Shape3) -> float:
+        """What writing the output of the convolution primary transposed by transpose (a TRANSPOSE fused into its op
+        group, `layers.transposed_convolution_writes`) adds to its layer: the layer priced with the block cycles and
+        feature-map bytes of that write (`conv_block_features`), less the layer alone; at least 0. Vela's NPU cycles of
+        such a write are the computed ones on all 125 groups of tests/extract/test_layers.py, and are below the plain
+        convolution's on some (an (8, 32, 32) 1x1 convolution on Ethos-U85-256 writing (0, 2, 3, 1): 4512, alone
+        4960); taken as negative, such a price would let extraction prefer a graph for the transposes it adds."""
+        plain = op_config(primary, out, args, self.target)
+        written = op_config(primary, out, args, self.target, transpose)
+        return max(0.0, self.cost_of(written) - self.cost_of(plain))
 
     def cost_of(self, config: OpConfig, reads_int32: bool = False, clamped: bool = False) -> float:
         """What config costs; a binary op's elementwise pass reads int32 operands, or has a CLAMP fused, as told."""

@@ -74,6 +74,23 @@ def test_a_family_refit_replaces_only_those_families_in_the_existing_file(round_
     assert calibrate.in_families("binary/ADD", ["binary"]) and not calibrate.in_families("isolated/binary/ADD", ["binary"])
 
 
+@pytest.mark.parametrize("target", ["ethos-u85-512", "ethos-u55-128"])
+def test_a_family_refit_measures_every_sample_that_feeds_the_family_and_no_other(target):
+    """`feeds` keeps a sample for a refit of a family exactly when the fit observes the sample as that family (or
+    fits it jointly): every observation of every sample in the grid names a family its sample feeds."""
+    from eqsat.calibration.fit import observations
+
+    samples = grid(target, "fit") + grid(target, "heldout")
+    for sample in samples:
+        record = {"status": "ok", "kind": sample.kind, "params": sample.params, "split": sample.split, "key": sample.key, "roles": {}, "cycles": 1.0}
+        for observation in observations(record, target):
+            family = observation.family.removeprefix("isolated/")
+            if not family.startswith("context/"):
+                assert calibrate.feeds(sample, [family.split("/", 1)[0]]), (sample.kind, observation.family)
+    transposes = [s for s in samples if calibrate.feeds(s, ["transpose"])]
+    assert {s.kind for s in transposes} == {"transpose"} | (calibrate.JOINT_SAMPLES & {s.kind for s in samples})
+
+
 def test_torn_cache_lines_are_skipped(tmp_path):
     cache = tmp_path / "samples.jsonl"
     cache.write_text('{"key": "a", "vela": "%s", "status": "ok", "cycles_total": 1}\n{"key": "b", "ve' % vela_version())
