@@ -76,6 +76,10 @@ class CostModel(Protocol):
     def chained_op(self, primary: Term, out: TensorType | None, args: list[TensorType | None]) -> float:
         """What an ADD, SUB or MUL chained into the op group of the convolution primary adds to that group's layer."""
 
+    def standalone_clamp(self, out: TensorType | None, brick_in: bool = True, brick_out: bool = True) -> float:
+        """The cost of a CLAMP to out that no op fuses as its activation (a layer of its own), reading and writing
+        brick format (NHCWB16, between two NPU ops) or NHWC (a graph input or output)."""
+
     def transposed_write(self, primary: Term, out: TensorType | None, args: list[TensorType | None], transpose: tuple[int, int, int]) -> float:
         """What writing the convolution primary's output transposed by transpose (of its height, width and channels)
         adds to its layer."""
@@ -187,6 +191,8 @@ def layer_cycles(layer: Layer, g: LiveGraph, term_cost: Callable[[Hashable, Term
     if kind is LayerKind.CHAINED_OP:
         (primary,) = args
         return model.chained_op(g.terms[primary], g.type_of(primary), [g.type_of(a) for a in g.terms[primary].args])
+    if kind is LayerKind.CLAMP_ALONE:
+        return model.standalone_clamp(*args)
     if kind is LayerKind.TRANSPOSED_WRITE:
         primary, transpose = args
         return model.transposed_write(g.terms[primary], g.type_of(primary), [g.type_of(a) for a in g.terms[primary].args], transpose)

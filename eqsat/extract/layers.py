@@ -64,6 +64,9 @@ class LayerKind(StrEnum):
     CHAINED_OP = "chained op"
     """An ADD, SUB or MUL chained into a convolution's op group (Ethos-U85): what it adds to the convolution's
     layer; args: (the convolution's value,)."""
+    CLAMP_ALONE = "clamp alone"
+    """A CLAMP that no op fuses as its activation, run as a 1x1 pooling; args: (its type, whether it reads and whether
+    it writes brick format: not a graph input, not a graph output)."""
     TRANSPOSED_WRITE = "transposed write"
     """A TRANSPOSE fused into a convolution's op group (Ethos-U85): what writing the convolution's output so
     transposed adds to its layer; args: (the convolution's value, the permutation of its height, width and channels)."""
@@ -576,6 +579,51 @@ def fused_tables(g: LiveGraph) -> list[Hashable]:
     ]
 
 
+CLAMP_ALONE_PRODUCERS = frozenset({"Concat", "Slice", "Table"})
+"""The producers a CLAMP reading their output is not fused into (`clamps_alone`): no op writes a CONCAT's output
+whole, a CLAMP reads through a SLICE, and a TABLE is an activation already."""
+
+
+def clamps_alone(g: LiveGraph) -> dict[Hashable, Layer]:
+    """The CLAMPs that Vela runs as a layer of their own (`CLAMP_ALONE`): every other CLAMP is the activation of the
+    op in front of it, with no layer of its own.
+
+    regor `SchedulerPacking::CanPack` (compiler/scheduler_packing.cpp) offers a CLAMP to the op group of the op
+    writing its input when the CLAMP alone reads that output (not a graph output; `RemoveReshape` runs before, so a
+    RESHAPE Vela removes changes nothing), and the group takes it as its activation unless the group ends in an
+    activation already (`EthosU85OpGroup::Fuse`, `EthosU55OpGroup::Add`: no two consecutive activations; a CLAMP or
+    a TABLE). A graph input or a constant has no op to fuse into, nor has a CONCAT's output or a SLICE the CLAMP
+    reads through (`CLAMP_ALONE_PRODUCERS`). Alone, the CLAMP runs as a 1x1 pooling with the activation fused
+    (`ArchEthosU55::UseAvgPoolNop`, `ArchEthosU85::UseAvgPoolNop`), priced as computed
+    (`VelaCalibratedCost.standalone_clamp`). Measured on Ethos-U55-128 and Ethos-U85-256 (tests/extract/test_layers.py):
+    a (1, 32, 32, 16) CLAMP behind a graph input, a CLAMP, a TABLE, a CONCAT, a SLICE or a convolution whose output is
+    also returned costs 16768 and 9536 cycles; behind a convolution, an ADD, a RESCALE, a MAX_POOL2D or a TRANSPOSE, 0.
+    It reads and writes brick format (NHCWB16) between NPU ops, but NHWC from a graph input, a CONCAT or a SLICE and
+    into a graph output or a CONCAT, as Vela stored them on Ethos-U85-1024 (a (1, 32, 32, 8) CLAMP of a graph input
+    into a CONCAT: 4800 cycles, 4032 were its output in brick format).
+
+    Not followed: on Ethos-U55 a CLAMP behind an int16 TRANSPOSE (a DMA op that takes no activation) runs alone.
+    """
+    layers = {}
+    for value, term in g.terms.items():
+        if term.op not in ("Opaque", "Elementwise") or opaque_name(term) != "CLAMP" or not term.args:
+            continue
+        source = behind_removed_reshapes(g, term.args[0])
+        producer = g.terms.get(source)
+        leaf = producer is None or (producer.op == "Opaque" and not producer.args)
+        alone = (
+            leaf
+            or producer.op in CLAMP_ALONE_PRODUCERS
+            or opaque_name(producer) in ("CLAMP", "TABLE")
+            or readers_behind_removed_reshapes(g, source)[1] != 1
+        )
+        if alone:
+            brick_in = not leaf and producer.op not in ("Concat", "Slice")
+            brick_out = g.readers.outputs.get(value, 0) == 0 and all(g.terms[r].op != "Concat" for r in g.readers.of.get(value, ()))
+            layers[value] = Layer(value, LayerKind.CLAMP_ALONE, (g.type_of(value), brick_in, brick_out))
+    return layers
+
+
 # ---------------------------------------------------------------- slices and concats
 
 
@@ -954,6 +1002,7 @@ DECISIONS = (
     transposed_convolution_writes,
     transposes_as_vela_runs_them,
     fused_tables,
+    clamps_alone,
     copied_slices,
     transposing_slice_copies,
     copied_concat_inputs,
@@ -979,6 +1028,7 @@ def form_layers(g: LiveGraph) -> list[Layer]:
     unfused = unfused_add_subs(g)
     alone = rescales_alone(g, unfused)
     passes = elementwise_passes(g, unfused)
+    clamps = clamps_alone(g)
     reshape_copies = set(copied_reshapes(g))
     layers: list[Layer] = []
     for value, term in g.terms.items():
@@ -1000,6 +1050,8 @@ def form_layers(g: LiveGraph) -> list[Layer]:
             layers.append(passes[value])
         elif value in chained:
             layers.append(chained[value][0])
+        elif value in clamps:
+            layers.append(clamps[value])
         else:
             layers.append(Layer(value, LayerKind.OP))
         if value in alone:

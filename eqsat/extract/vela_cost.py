@@ -917,6 +917,25 @@ class VelaCalibratedCost:
         model = self._models.get(config.family)
         return None if model is None else op_cycles(model, config)
 
+    def standalone_clamp(self, out: TensorType | None, brick_in: bool = True, brick_out: bool = True) -> float:
+        """A CLAMP to out that no op fuses as its activation (`layers.clamps_alone`): a 1x1 pooling with the CLAMP
+        fused, one per leading index beyond HWC, as regor's estimator computes it: on Ethos-U85 an unpermuted
+        transpose pass, the larger of its NPU and access cycles (`blocks.u85_transpose_cycles`, reading and writing
+        brick format or NHWC as told); on Ethos-U55 an int8 MemoryCopy (`memory_copy`, NHWC); else as measured alone
+        (`isolated/clamp/<dtype>`).
+        Equal to Vela on a (1, 32, 32, 16) CLAMP of a graph input: 9536 cycles on Ethos-U85-256, 16768 on
+        Ethos-U55-128 (the fit of CLAMPs measured alone says 11829 and 24495)."""
+        if out is None:
+            return 0.0
+        if target_family(self.target) is Generation.U85:
+            height, width, depth = (1, 1, 1, *out.shape)[-3:]
+            pass_ = blocks.u85_transpose_cycles(self.target, (height, width, depth), blocks.UNPERMUTED, _bytes(out), brick_in, brick_out)
+            return math.prod(out.shape[:-3]) * float(max(pass_))
+        if self._copies_computed(out):
+            return self.memory_copy(out)
+        model = self._model_for(f"isolated/clamp/{dtype_name(out)}")
+        return float(elements(out)) if model is None else op_cycles(model, OpConfig("isolated/clamp", _basic(out)))
+
     def standalone_rescale(self, accumulator: TensorType | None) -> float:
         """What an int32 -> int8 RESCALE of accumulator costs when Vela cannot fuse it into its producer (measured alone)."""
         model = self._models.get("isolated/rescale/int32->int8")

@@ -15,6 +15,7 @@ from eqsat.extract import vela_cost
 from eqsat.extract.layers import (
     LiveGraph,
     chained_elementwise,
+    clamps_alone,
     copied_concat_inputs,
     copied_reshapes,
     copied_slices,
@@ -371,6 +372,67 @@ def test_a_convolution_writes_its_output_transposed_as_vela_computes_it(target):
     if folds:
         access_error = model._models["conv2d"]["access"]["mape"] / 100
         assert sum(errors) / len(errors) <= access_error
+
+
+def _tosa_clamp_after(producer: str) -> bytes:
+    """producer -> CLAMP -> output, over (1, 32, 32, 16) int8 maps, as hand-built TOSA; a producer that reads a
+    map reads a CLAMP of a graph input (itself a CLAMP that runs alone)."""
+    import numpy as np
+
+    from eqsat.calibration.graphs import _conv
+
+    g, shape = _Graph(), [1, 32, 32, 16]
+    half = [1, 32, 32, 8]
+    x = g.input(shape, "int8")
+    conv = {"h": 32, "w": 32, "cin": 16, "cout": 16, "k": 1, "stride": 1}
+    if producer == "input":
+        p = x
+    elif producer in ("conv", "returned conv"):
+        p, _ = _conv(g, "conv", x, conv)
+        if producer == "returned conv":
+            g.output(p)
+    elif producer == "clamp":
+        p = _clamp(g, "pre", x, shape, "int8")
+    elif producer == "transpose":
+        p = g.op("t", ts.Op.TRANSPOSE, [_clamp(g, "pre", x, shape, "int8")], shape, "int8", _attr("TransposeAttribute", [0, 2, 1, 3]))
+    elif producer == "concat":
+        a, b = (_clamp(g, role, g.input(half, "int8"), half, "int8") for role in ("a", "b"))
+        p = g.op("cat", ts.Op.CONCAT, [a, b], shape, "int8", _attr("ConcatAttribute", 3))
+    elif producer == "add":
+        a, b = (_rescale(g, f"in{i}", g.input(shape, "int8") if i else x, shape, "int8", "int32", "add") for i in range(2))
+        p = _rescale(g, "out", _binary(g, "add", "ADD", a, b, shape), shape, "int32", "int8", "add_out")
+    elif producer == "rescale":
+        p = _rescale(g, "rs", _clamp(g, "pre", x, shape, "int8"), shape, "int8", "int8", "requant")
+    elif producer == "slice":
+        inputs = [_clamp(g, "pre", x, shape, "int8"), g.shape_const([0, 0, 0, 0]), g.shape_const(half)]
+        p, shape = g.op("s", ts.Op.SLICE, inputs, half, "int8", _attr("SliceAttribute")), half
+    elif producer == "table":
+        table = g.const([256], "int8", np.arange(-128, 128, dtype=np.int8))
+        p = g.op("tb", ts.Op.TABLE, [_clamp(g, "pre", x, shape, "int8"), table], shape, "int8", _attr("TableAttribute"))
+    g.output(_clamp(g, "act", p, shape, "int8"))
+    return g.tosa.serialize()
+
+
+CLAMP_PRODUCERS = ["input", "conv", "returned conv", "clamp", "transpose", "concat", "add", "rescale", "slice", "table"]
+
+
+@pytest.mark.parametrize("target", ["ethos-u55-128", "ethos-u85-256", "ethos-u85-1024"])
+@pytest.mark.parametrize("producer", CLAMP_PRODUCERS)
+def test_a_clamp_runs_alone_where_vela_runs_it_alone_at_the_cycles_vela_computes(target, producer):
+    """A CLAMP is fused into the op in front of it unless that is a graph input, an activation (a CLAMP or a TABLE),
+    a CONCAT, a SLICE it reads through, or an op whose output is also returned: then it is a layer of its own, priced
+    as the 1x1 pooling regor runs it as; the model says which CLAMPs Vela runs alone, and prices them at Vela's cycles
+    where no other op shares their layer (Ethos-U85 folds a TRANSPOSE into the CLAMP in front of it, which the model
+    prices as the two layers they were)."""
+    data = _tosa_clamp_after(producer)
+    terms, roots, type_of = _read_tosa(data)
+    model = VelaCalibratedCost(target)
+    g = LiveGraph.of(terms, roots, type_of, model)
+    alone = clamps_alone(g)
+    vela_clamps = [layer.cycles_total for layer in estimate(data, target).layers if layer.operator == "Clamp" and layer.cycles_total > 0]
+    assert len(alone) == len(vela_clamps)
+    if producer != "transpose":
+        assert sum(prices(alone, g).values()) == pytest.approx(sum(vela_clamps), rel=0.02)
 
 
 INT8 = TensorType((1, 16, 16, 32), "torch.int8")
