@@ -170,7 +170,7 @@ def sample_config(sample: Sample, target: str) -> OpConfig:
 
     if kind == "transpose":  # the graph's input and output: NHWC, not the brick format op_config prices
         out = _tt(transpose.output_shape(p["shape"], p["perm"]), p["dtype"])
-        return vela_cost.transpose_config(_tt(p["shape"], p["dtype"]), out, tuple(p["perm"]), target, brick=False)
+        return vela_cost.transpose_config(_tt(p["shape"], p["dtype"]), out, tuple(p["perm"]), target, brick_in=False, brick_out=False)
     if kind == "concat":
         out = _tt(concat.output_shape(p["shapes"], p["axis"]), p["dtype"])
         args = [_tt(s, p["dtype"]) for s in p["shapes"]]

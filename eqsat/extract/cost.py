@@ -76,6 +76,10 @@ class CostModel(Protocol):
     def chained_op(self, primary: Term, out: TensorType | None, args: list[TensorType | None]) -> float:
         """What an ADD, SUB or MUL chained into the op group of the convolution primary adds to that group's layer."""
 
+    def boundary_transpose(self, term: Term, out: TensorType | None, args: list[TensorType | None], brick_in: bool, brick_out: bool) -> float:
+        """The cost of a TRANSPOSE term that reads a graph input (not brick_in) or writes a graph output (not
+        brick_out), that side stored as the graph's inputs and outputs are."""
+
     def standalone_clamp(self, out: TensorType | None, brick_in: bool = True, brick_out: bool = True) -> float:
         """The cost of a CLAMP to out that no op fuses as its activation (a layer of its own), reading and writing
         brick format (NHCWB16, between two NPU ops) or NHWC (a graph input or output)."""
@@ -191,6 +195,9 @@ def layer_cycles(layer: Layer, g: LiveGraph, term_cost: Callable[[Hashable, Term
     if kind is LayerKind.CHAINED_OP:
         (primary,) = args
         return model.chained_op(g.terms[primary], g.type_of(primary), [g.type_of(a) for a in g.terms[primary].args])
+    if kind is LayerKind.BOUNDARY_TRANSPOSE:
+        term = g.terms[layer.value]
+        return model.boundary_transpose(term, g.type_of(layer.value), [g.type_of(a) for a in term.args], *args)
     if kind is LayerKind.CLAMP_ALONE:
         return model.standalone_clamp(*args)
     if kind is LayerKind.TRANSPOSED_WRITE:

@@ -64,6 +64,9 @@ class LayerKind(StrEnum):
     CHAINED_OP = "chained op"
     """An ADD, SUB or MUL chained into a convolution's op group (Ethos-U85): what it adds to the convolution's
     layer; args: (the convolution's value,)."""
+    BOUNDARY_TRANSPOSE = "boundary transpose"
+    """A TRANSPOSE that reads a graph input or writes a graph output, that side in NHWC; args: (whether it reads
+    brick format, whether it writes it)."""
     CLAMP_ALONE = "clamp alone"
     """A CLAMP that no op fuses as its activation, run as a 1x1 pooling; args: (its type, whether it reads and whether
     it writes brick format: not a graph input, not a graph output)."""
@@ -400,6 +403,32 @@ def transposed_convolution_writes(g: LiveGraph, folded: Iterable[Hashable]) -> d
         conv = _convolution_behind(g, g.terms[value].args[0])
         if conv is not None and opaque_name(g.terms[conv]) in TRANSPOSE_WRITING_OPS:
             layers[value] = Layer(value, LayerKind.TRANSPOSED_WRITE, (conv, _written_permutation(g, value)))
+    return layers
+
+
+def transposes_at_graph_io(g: LiveGraph) -> dict[Hashable, Layer]:
+    """The TRANSPOSEs that read or write a tensor Vela stores in NHWC: a graph input or output, or a tensor read or
+    written through a RESHAPE; each a layer whose passes read or write that side in NHWC (`BOUNDARY_TRANSPOSE`,
+    `VelaCalibratedCost.boundary_transpose`).
+
+    regor stores a feature map between two NPU ops in brick format (NHCWB16), but a graph's inputs and outputs as the
+    graph gives them, NHWC (compiler/scheduler.cpp), and so the tensors a RESHAPE it removes joins (one buffer seen in
+    two shapes, which brick format's layout would not allow). Ethos-U85's transposes are priced as its estimator
+    computes them, and their access cycles depend on it: the (0, 2, 1) transpose of a (1, 3, 1024) reshape of a
+    graph input, read by a reshape back to (1, 32, 32, 3), costs 51300 cycles on Ethos-U85-128 (its narrow NHWC
+    writes), 16533 priced in brick format; so priced, eqsat had rewritten the (1, 3, 32, 32) -> (1, 32, 32, 3) input
+    transpose of three zoo models into it (16771 -> 51300 cycles in Vela).
+    Not followed: a transpose Vela runs in another shape (`transposes_as_vela_runs_them`) keeps brick format.
+    """
+    layers = {}
+    for value, term in g.terms.items():
+        if term.op != "Transpose" or not term.args:
+            continue
+        source = g.terms.get(term.args[0])
+        brick_in = source is not None and bool(source.args) and source.op != "Reshape"
+        brick_out = g.readers.outputs.get(value, 0) == 0 and all(g.terms[r].op != "Reshape" for r in g.readers.of.get(value, ()))
+        if not (brick_in and brick_out):
+            layers[value] = Layer(value, LayerKind.BOUNDARY_TRANSPOSE, (brick_in, brick_out))
     return layers
 
 
@@ -1000,6 +1029,7 @@ DECISIONS = (
     removed_accumulator_reshapes,
     folded_transposes,
     transposed_convolution_writes,
+    transposes_at_graph_io,
     transposes_as_vela_runs_them,
     fused_tables,
     clamps_alone,
@@ -1024,6 +1054,7 @@ def form_layers(g: LiveGraph) -> list[Layer]:
     transposing = transposing_slice_copies(g, folded)
     written = transposed_convolution_writes(g, folded)
     in_shape = transposes_as_vela_runs_them(g)
+    boundary = transposes_at_graph_io(g)
     concat_copies = copied_concat_inputs(g)
     unfused = unfused_add_subs(g)
     alone = rescales_alone(g, unfused)
@@ -1046,6 +1077,8 @@ def form_layers(g: LiveGraph) -> list[Layer]:
         elif value in in_shape:
             if in_shape[value] is not None:  # None: merged into the transpose reading it
                 layers.append(in_shape[value])
+        elif value in boundary:
+            layers.append(boundary[value])
         elif value in passes:
             layers.append(passes[value])
         elif value in chained:

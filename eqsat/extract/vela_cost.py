@@ -433,11 +433,13 @@ def _ceil_to(value: int, multiple: int) -> int:
     return -(-value // multiple) * multiple
 
 
-def transpose_config(x: TensorType | None, out: TensorType | None, perm: tuple[int, ...], target: str, brick: bool = True) -> OpConfig:
+def transpose_config(
+    x: TensorType | None, out: TensorType | None, perm: tuple[int, ...], target: str, brick_in: bool = True, brick_out: bool = True
+) -> OpConfig:
     """A TRANSPOSE's family and features, per pass of Vela's decomposition (`transpose_passes`). On Ethos-U85 a
     pass carries the NPU and access cycles Vela's estimator computes for it (`blocks.u85_transpose_cycles`), its
     input and output stored as Vela stores a tensor between two NPU ops: in brick format (NHCWB16), unless brick
-    is False (NHWC: a graph's input and output). The tensors between the passes of one transpose are NHWC: so
+    is False (NHWC: a graph's input and output, brick_in and brick_out). The tensors between the passes of one transpose are NHWC: so
     priced, the 86 multi-pass int8 calibration samples of Ethos-U85-256 come within 0.4% of Vela (4.5% in brick
     format)."""
     if x is None:
@@ -469,7 +471,7 @@ def transpose_config(x: TensorType | None, out: TensorType | None, perm: tuple[i
             }
         )
         if target_family(target) == Generation.U85:
-            npu, access = blocks.u85_transpose_cycles(target, shape3, perm3, _bytes(x), brick and i == 0, brick and i == len(decomposed) - 1)
+            npu, access = blocks.u85_transpose_cycles(target, shape3, perm3, _bytes(x), brick_in and i == 0, brick_out and i == len(decomposed) - 1)
             passes[-1].update(block_npu=float(npu), block_access=float(access))
     features: dict[str, float] = {}
     for part in passes:
@@ -916,6 +918,12 @@ class VelaCalibratedCost:
         config = slice_transpose_config(sliced, perm, self.target)
         model = self._models.get(config.family)
         return None if model is None else op_cycles(model, config)
+
+    def boundary_transpose(self, term: Term, out: TensorType | None, args: list[TensorType | None], brick_in: bool, brick_out: bool) -> float:
+        """A TRANSPOSE term that reads a graph input (brick_in False) or writes a graph output (brick_out False):
+        its passes priced with that side in NHWC, where Vela keeps a graph's inputs and outputs
+        (`layers.transposes_at_graph_io`)."""
+        return self.cost_of(transpose_config(args[0] if args else None, out, tuple(term.attrs[0]), self.target, brick_in, brick_out))
 
     def standalone_clamp(self, out: TensorType | None, brick_in: bool = True, brick_out: bool = True) -> float:
         """A CLAMP to out that no op fuses as its activation (`layers.clamps_alone`): a 1x1 pooling with the CLAMP

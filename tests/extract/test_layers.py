@@ -28,6 +28,7 @@ from eqsat.extract.layers import (
     readers_of,
     removed_accumulator_reshapes,
     transposes_as_vela_runs_them,
+    transposes_at_graph_io,
     transposing_slice_copies,
     unfused_add_subs,
 )
@@ -286,7 +287,7 @@ def test_a_transpose_that_alone_reads_a_convolution_is_folded_where_vela_folds_i
     assert folded_transposes(live(alone, roots, lambda _value: NHWC, model)) == (["t"] if folds else [])
     shared, roots = conv_then_transpose(second_reader=True)
     assert folded_transposes(live(shared, roots, lambda _value: NHWC, model)) == []
-    transpose = model.cost(alone["t"], NHWC, [NHWC])
+    transpose = model.boundary_transpose(alone["t"], NHWC, [NHWC], True, False)  # it writes the graph's output
     written = model.transposed_write(alone["conv"], NHWC, [NHWC, NHWC], (2, 0, 1)) if folds else 0.0
     priced = graph_cost(alone, ["t"], lambda _value: NHWC, model)
     assert graph_cost(shared, ["t", "rescale"], lambda _value: NHWC, model) - priced == pytest.approx(transpose - written if folds else 0.0)
@@ -433,6 +434,44 @@ def test_a_clamp_runs_alone_where_vela_runs_it_alone_at_the_cycles_vela_computes
     assert len(alone) == len(vela_clamps)
     if producer != "transpose":
         assert sum(prices(alone, g).values()) == pytest.approx(sum(vela_clamps), rel=0.02)
+
+
+def _tosa_input_transpose(merged: bool) -> bytes:
+    """A (1, 3, 32, 32) graph input moved to (1, 32, 32, 3) by a TRANSPOSE, as the Arm backend's boundary transpose
+    of an image, or (merged) by a RESHAPE to (1, 3, 1024), a (0, 2, 1) TRANSPOSE and a RESHAPE back; read by a 1x1
+    CONV2D."""
+    from eqsat.calibration.graphs import _conv
+
+    g = _Graph()
+    x = g.input([1, 3, 32, 32], "int8")
+    if merged:
+        r = g.op("r", ts.Op.RESHAPE, [x, g.shape_const([1, 3, 1024])], [1, 3, 1024], "int8", _attr("ReshapeAttribute"))
+        t = g.op("t", ts.Op.TRANSPOSE, [r], [1, 1024, 3], "int8", _attr("TransposeAttribute", [0, 2, 1]))
+        t = g.op("back", ts.Op.RESHAPE, [t, g.shape_const([1, 32, 32, 3])], [1, 32, 32, 3], "int8", _attr("ReshapeAttribute"))
+    else:
+        t = g.op("t", ts.Op.TRANSPOSE, [x], [1, 32, 32, 3], "int8", _attr("TransposeAttribute", [0, 2, 3, 1]))
+    g.output(_conv(g, "conv", t, {"h": 32, "w": 32, "cin": 3, "cout": 16, "k": 1, "stride": 1})[0])
+    return g.tosa.serialize()
+
+
+@pytest.mark.parametrize("target", ["ethos-u85-128", "ethos-u85-256", "ethos-u85-1024", "ethos-u55-128"])
+def test_a_transpose_of_a_graph_input_is_priced_reading_nhwc_as_vela_reads_it(target):
+    """The transpose of a graph input reads it in NHWC, not brick format: on Ethos-U85 its price is the cycles Vela
+    computes for it, and the merged (1, 3, 1024) -> (1, 1024, 3) form, whose narrow NHWC reads cost Vela three times
+    the plain one on Ethos-U85-128, is priced dearer whenever Vela runs it dearer."""
+    model = VelaCalibratedCost(target)
+    priced, vela = {}, {}
+    for merged in (False, True):
+        data = _tosa_input_transpose(merged)
+        terms, roots, type_of = _read_tosa(data)
+        (t,) = [v for v, term in terms.items() if term.op == "Transpose"]
+        g = LiveGraph.of(terms, roots, type_of, model)
+        assert t in transposes_at_graph_io(g)
+        priced[merged] = value_costs(terms, roots, type_of, model)[t]
+        vela[merged] = sum(layer.cycles_total for layer in estimate(data, target).layers if layer.operator == "Transpose")
+        if target_family(target) == Generation.U85:
+            assert priced[merged] == pytest.approx(vela[merged], rel=0.01)
+    assert (priced[True] > priced[False]) == (vela[True] > vela[False])
 
 
 INT8 = TensorType((1, 16, 16, 32), "torch.int8")

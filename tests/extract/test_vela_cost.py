@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from eqsat.configuration import ACCELERATORS, Generation
-from eqsat.extract import vela_cost
+from eqsat.extract import blocks, vela_cost
 from eqsat.ir import Graph, TensorType, Term
 from eqsat.extract.cost import UncalibratedTargetError, cost_model_for
 from eqsat.extract.vela_cost import VelaCalibratedCost, calibration_path, has_calibration, vela_version
@@ -705,4 +705,5 @@ def test_an_ethos_u85_transpose_is_priced_as_vela_estimates_it(target, shape, pe
     assert abs(model.cost_of(nhwc) - sum(layer.cycles_total for layer in layers)) <= 0.02 * sum(layer.cycles_total for layer in layers)
     if len(layers) == 1:
         assert model.is_memory_bound(*transpose(shape, perm)) == (layers[0].cycles_access > layers[0].cycles_npu)
-    assert model.cost(*transpose(shape, perm)) <= model.cost_of(nhwc)  # brick format moves no more than NHWC
+    if blocks.architecture_of(target).cores == 1:  # brick format moves no more than NHWC (a multi-core write of 16 channels per core moves more)
+        assert model.cost(*transpose(shape, perm)) <= model.cost_of(nhwc)
