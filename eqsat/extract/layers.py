@@ -416,8 +416,7 @@ def transposes_at_graph_io(g: LiveGraph) -> dict[Hashable, Layer]:
     two shapes, which brick format's layout would not allow). Ethos-U85's transposes are priced as its estimator
     computes them, and their access cycles depend on it: the (0, 2, 1) transpose of a (1, 3, 1024) reshape of a
     graph input, read by a reshape back to (1, 32, 32, 3), costs 51300 cycles on Ethos-U85-128 (its narrow NHWC
-    writes), 16533 priced in brick format; so priced, eqsat had rewritten the (1, 3, 32, 32) -> (1, 32, 32, 3) input
-    transpose of three zoo models into it (16771 -> 51300 cycles in Vela).
+    writes; so priced, 51300), 68400 priced in brick format (tests/extract/test_layers.py).
     Not followed: a transpose Vela runs in another shape (`transposes_as_vela_runs_them`) keeps brick format.
     """
     layers = {}
