@@ -458,7 +458,8 @@ def _tosa_input_transpose(merged: bool) -> bytes:
 def test_a_transpose_of_a_graph_input_is_priced_reading_nhwc_as_vela_reads_it(target):
     """The transpose of a graph input reads it in NHWC, not brick format, and so do the tensors a RESHAPE joins: on
     Ethos-U85 the merged (1, 3, 1024) -> (1, 1024, 3) form, whose narrow NHWC writes cost Vela three times the plain
-    one on Ethos-U85-128, is priced at Vela's cycles, and it is priced dearer whenever Vela runs it dearer."""
+    one on Ethos-U85-128, is priced at Vela's cycles where transposes are computed (one core), and on every target
+    it is priced dearer whenever Vela runs it dearer."""
     model = VelaCalibratedCost(target)
     priced, vela = {}, {}
     for merged in (False, True):
@@ -469,7 +470,7 @@ def test_a_transpose_of_a_graph_input_is_priced_reading_nhwc_as_vela_reads_it(ta
         assert t in transposes_at_graph_io(g)
         priced[merged] = value_costs(terms, roots, type_of, model)[t]
         vela[merged] = sum(layer.cycles_total for layer in estimate(data, target).layers if layer.operator == "Transpose")
-        if merged and target_family(target) == Generation.U85:
+        if merged and vela_cost.u85_transposes_computed(target):  # multi-core Ethos-U85 transposes keep a fit
             assert priced[merged] == pytest.approx(vela[merged], rel=0.01)
     assert (priced[True] > priced[False]) == (vela[True] > vela[False])
 
