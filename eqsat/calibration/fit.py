@@ -50,7 +50,6 @@ import numpy as np
 
 from eqsat.ir import TensorType, Term, with_window
 from eqsat.ops import concat, reduce, transpose
-from eqsat.configuration import Generation
 from eqsat.extract import vela_cost
 from eqsat.calibration.graphs import Sample, conv_geometry, deserialize_node
 from eqsat.extract.vela_cost import OpConfig, op_config
@@ -59,8 +58,6 @@ _PASS_KINDS = ("021", "102", "210", "120", "201")
 FORMS = {
     # Ethos-U55: every pass is a 1x1 pooling; its cost depends on which axes it swaps.
     "u55:transpose": ("one", "passes", *(f"moved_{k}" for k in _PASS_KINDS), *(f"rows_{k}" for k in _PASS_KINDS)),
-    # Ethos-U85 with 2 or 4 cores (vela_cost.u85_transposes_computed): brick-aligned reads and writes.
-    "u85_multicore:transpose": ("one", "passes", "moved", "padded_in", "padded_out", "rows_in", "rows_out"),
     "concat": ("inputs", "elements", "rows"),
     # a whole-tensor MemoryCopy: its rows, the 16-byte bricks it writes, and its height
     "copy": ("one", "elements", "rows", "bricks", "height"),
@@ -103,17 +100,16 @@ ACCESS_PIECES = {
     # A transpose pass that writes less than a 16-byte brick per position has access cycles that grow with its
     # output plane times the plane's longer side: on Ethos-U85 (3, 9216) -> (9216, 3) costs 3110400 access
     # cycles (0.0366 per unit of that feature) and (3, 96, 96) -> (96, 96, 3) 43200 (0.0488), while their NPU
-    # cycles are about 74000 each. One-core Ethos-U85 transposes take the access cycles Vela computes instead
-    # (COMPUTED); Ethos-U55, multi-core Ethos-U85 and the slice copies Ethos-U85 writes transposed keep it.
+    # cycles are about 74000 each. Ethos-U85 transposes take the access cycles Vela computes instead (COMPUTED);
+    # Ethos-U55 and the slice copies Ethos-U85 writes transposed keep it.
     "transpose": (("narrow_hw_max",),),
     "slice_transpose": (("narrow_hw_max",),),
 }
 """Further linear pieces of a family's access model: it predicts the largest of its pieces."""
 COMPUTED = {
-    # One-core Ethos-U85 transposes: the NPU and SRAM access cycles of each pass as Vela's estimator computes them
+    # Ethos-U85 transposes: the NPU and SRAM access cycles of each pass as Vela's estimator computes them
     # (blocks.u85_transpose_cycles), equal to Vela on most calibration samples. A fit would trade those for the
-    # few it misses: on Ethos-U85-2048 it gave 0.94 x block_npu + 11, 5% off every exact pass. Multi-core sizes
-    # keep a fit (vela_cost.u85_transposes_computed).
+    # few it misses: on Ethos-U85-2048 it gave 0.94 x block_npu + 11, 5% off every exact pass.
     "u85:transpose": ("block_npu", "block_access"),
 }
 """Families taken as computed, not fitted: their (NPU feature, access feature), each with coefficient 1 (the access
@@ -134,11 +130,7 @@ def computed_model(npu: list[Observation], access: list[Observation], features: 
 
 def _form_key(family: str, target: str) -> str:
     """'<generation>:<kind>', the key of a family's forms on target (FORMS, COMPUTED)."""
-    kind = family.split("/", 1)[0]
-    generation = vela_cost.target_family(target)
-    if kind == "transpose" and generation == Generation.U85 and not vela_cost.u85_transposes_computed(target):
-        return f"{generation}_multicore:{kind}"
-    return f"{generation}:{kind}"
+    return f"{vela_cost.target_family(target)}:{family.split('/', 1)[0]}"
 
 
 def form_of(family: str, target: str) -> tuple[str, ...]:

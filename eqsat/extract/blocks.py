@@ -976,30 +976,30 @@ def u85_transpose_cycles(target: str, shape3: Shape3, perm3: Shape3, element_byt
     computes them.
 
     regor runs the pass as a 1x1 average pool (`ArchEthosU85::UseAvgPoolNop`) that writes its output permuted. Its
-    block is the one `FindDepthwiseConfig` picks for the unpermuted map (`block_config`), clipped to the permuted
-    OFM; `EstimateMacOpCycles` counts the OFM blocks of the permuted map, each a pooling step of 4 cycles per
-    microblock per byte pair of input (`EstimateMacCyclesPerBlock`, `Pooling`) and an output-unit pass at the
-    slower of the output rate and the transpose's (`EstimateAOCyclesPerElement`: an H <-> W swap at half
+    block is the one `FindDepthwiseConfig` picks for the unpermuted map under the block maximum unpermuted
+    (`Scheduler::GetOpConfig` unpermutes the OFM shape, `FindBlockConfig` the maximum; `_u85_depthwise_block_config`),
+    clipped to the permuted OFM; `EstimateMacOpCycles` counts the OFM blocks of the permuted map, each a pooling step
+    of 4 cycles per microblock per byte pair of input (`EstimateMacCyclesPerBlock`, `Pooling`) and an output-unit
+    pass at the slower of the output rate and the transpose's (`EstimateAOCyclesPerElement`: an H <-> W swap at half
     throughput). `MeasureElementAccess` counts the same blocks, each reading its IFM block (in the input's
     orientation) at the input's whole depth, so a pass that swaps a long axis with a short one re-reads its input
     once per block (a (64, 2, 8) -> (2, 64, 8) swap on Ethos-U85-256: 6400 access cycles against 1629 NPU);
     `EstimateMemoryTransfer` scales both by their bursts, and `MeasureAccessCycles` takes the larger of all bytes
-    over the memory's bandwidth and each channel's over its own (`channel_bandwidth`).
+    over the memory's bandwidth and each channel's over its own (`channel_bandwidth`). The formats matter: a
+    (1, 3, 1024) -> (1, 1024, 3) pass costs 51300 access cycles on Ethos-U85-128 written in NHWC, 9600 in brick
+    format (`layers.stored_in_nhwc` says which).
 
-    On the 130 int8 one-pass calibration samples of each Ethos-U85 size the access cycles equal Vela's on all 130
-    and the NPU cycles on 116-130 (all on Ethos-U85-128); the misses are rank-2-like transposes of thousands of
-    positions ((2, 1000, 8) -> (8, 2, 1000) on Ethos-U85-512: 33335 NPU cycles, 17401 here), whose block regor
-    searches under the block maximum unpermuted. Searched so, 120 of 120 random one-pass transposes between a graph
-    input and output equal Vela's (110 here), but a (1, 3, 1024) -> (1, 1024, 3) pass written in brick format
-    comes out at 9600 access cycles where Vela's layer costs 51300, and eqsat rewrote three zoo models' input
-    transposes on Ethos-U85-128 into graphs Vela ran twice as slow: not followed until the written format is.
+    The access cycles equal Vela's on all 130 int8 one-pass calibration samples of each Ethos-U85 size, and the NPU
+    cycles on 120 of 120 random one-pass transposes between a graph input and output on Ethos-U85-128, -512 and
+    -2048 (tests/extract/test_blocks.py; rank-2-like maps of thousands of positions, (2, 1000, 8) -> (8, 2, 1000) on
+    Ethos-U85-512, 33335 NPU cycles, come out at half that searched under the plain maximum).
     int16 and int32 passes
     (op cycles within 0.4% and 4% of Vela on Ethos-U85-128/256) are searched with int8's IFM allocation units; an
     int16 pass on its own microblocks.
     """
     arch, sram = architecture_of(target), sram_of(target)
     assert isinstance(arch, U85Architecture)
-    config = _u85_depthwise_block_config(arch, shape3, shape3, Kernel(1, 1), UNPERMUTED, brick_out, pool_int16=element_bytes == 2)
+    config = _u85_depthwise_block_config(arch, shape3, shape3, Kernel(1, 1), perm3, brick_out, pool_int16=element_bytes == 2)
     out = (shape3[perm3[0]], shape3[perm3[1]], shape3[perm3[2]])
     ofm_block = _shape_min(out, config.ofm_block)
     microblocks = _shape_div(ofm_block, config.microblock)

@@ -174,8 +174,9 @@ def layer_cycles(layer: Layer, g: LiveGraph, term_cost: Callable[[Hashable, Term
     if kind is LayerKind.OP:
         return term_cost(layer.value, g.terms[layer.value])
     if kind is LayerKind.TRANSPOSE_IN_SHAPE:
-        perm, source = args
-        return model.cost(Term("Transpose", (g.terms[layer.value].args[0],), (perm,)), g.type_of(layer.value), [source])
+        perm, source, brick_in, brick_out = args
+        moved = Term("Transpose", (g.terms[layer.value].args[0],), (perm,))
+        return model.boundary_transpose(moved, g.type_of(layer.value), [source], brick_in, brick_out)
     if kind is LayerKind.RESHAPE_COPY:
         return model.memory_copy(*args)
     if kind is LayerKind.COPY:

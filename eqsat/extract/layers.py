@@ -406,26 +406,61 @@ def transposed_convolution_writes(g: LiveGraph, folded: Iterable[Hashable]) -> d
     return layers
 
 
-def transposes_at_graph_io(g: LiveGraph) -> dict[Hashable, Layer]:
-    """The TRANSPOSEs that read or write a tensor Vela stores in NHWC: a graph input or output, or a tensor read or
-    written through a RESHAPE; each a layer whose passes read or write that side in NHWC (`BOUNDARY_TRANSPOSE`,
-    `VelaCalibratedCost.boundary_transpose`).
+def _width_depth(shape: tuple[int, ...]) -> tuple[int, int]:
+    """The W and C of shape in Vela's 4-D padding (regor Shape::WC, 1 where the shape has no such axis)."""
+    padded = (1, 1, *shape)
+    return padded[-2], padded[-1]
 
-    regor stores a feature map between two NPU ops in brick format (NHCWB16), but a graph's inputs and outputs as the
-    graph gives them, NHWC (compiler/scheduler.cpp), and so the tensors a RESHAPE it removes joins (one buffer seen in
-    two shapes, which brick format's layout would not allow). Ethos-U85's transposes are priced as its estimator
-    computes them, and their access cycles depend on it: the (0, 2, 1) transpose of a (1, 3, 1024) reshape of a
-    graph input, read by a reshape back to (1, 32, 32, 3), costs 51300 cycles on Ethos-U85-128 (its narrow NHWC
-    writes; so priced, 51300), 68400 priced in brick format (tests/extract/test_layers.py).
-    Not followed: a transpose Vela runs in another shape (`transposes_as_vela_runs_them`) keeps brick format.
+
+def stored_in_nhwc(g: LiveGraph, value: Hashable, read_as: Iterable[tuple[int, ...]] = ()) -> bool:
+    """Vela stores the tensor value in NHWC, not brick format (NHCWB16): it is, or shares its buffer through the
+    RESHAPEs regor removes with, a graph input, a constant or a graph output, or the shapes it is written and read
+    in (read_as too) differ in width or depth.
+
+    regor `Scheduler::UpdateSchedulerTensor` (compiler/scheduler.cpp) gives a feature map between two NPU ops brick
+    format unless `needsLinearFormat`: set for a tensor a CPU reads or writes (graph inputs and outputs), a constant,
+    and a tensor whose producer's and consumers' connection shapes do not all have equal W and C ("Brick format can
+    only be used if both shapes have equal W and C"). A RESHAPE `RemoveReshape` removes leaves one tensor read in
+    its output's shape: a (1, 1024, 3) transpose output read as (1, 32, 32, 3) is NHWC, a (3, 1024) one read as
+    (1, 3, 1024) brick."""
+    root = value
+    while (term := g.terms.get(root)) is not None and term.op == "Reshape" and term.args:
+        root = term.args[0]
+    term = g.terms.get(root)
+    if term is None or not term.args:
+        return True
+    shapes, frontier = {_width_depth(tuple(s)) for s in read_as}, [root]
+    root_type = g.type_of(root)
+    if root_type is not None:
+        shapes.add(_width_depth(tuple(root_type.shape)))
+    while frontier:
+        member = frontier.pop()
+        if g.readers.outputs.get(member, 0):
+            return True
+        for reader in g.readers.of.get(member, ()):
+            if g.terms[reader].op == "Reshape":
+                frontier.append(reader)
+            elif (t := g.type_of(member)) is not None:
+                shapes.add(_width_depth(tuple(t.shape)))
+    return len(shapes) > 1
+
+
+def transposes_at_graph_io(g: LiveGraph) -> dict[Hashable, Layer]:
+    """The TRANSPOSEs that read or write a tensor Vela stores in NHWC (`stored_in_nhwc`): a graph input or output, or
+    a tensor read through a RESHAPE that changes its width or depth; each a layer whose passes read or write that
+    side in NHWC (`BOUNDARY_TRANSPOSE`, `VelaCalibratedCost.boundary_transpose`).
+
+    Ethos-U85's transposes are priced as its estimator computes them, and their access cycles depend on the format:
+    the (0, 2, 1) transpose of a (1, 3, 1024) reshape of a graph input, read by a reshape back to (1, 32, 32, 3),
+    costs 51300 cycles on Ethos-U85-128 (its narrow NHWC writes; so priced, 51300), 9600 priced in brick format
+    (tests/extract/test_layers.py). A transpose Vela runs in another shape (`transposes_as_vela_runs_them`) takes
+    its formats there.
     """
     layers = {}
     for value, term in g.terms.items():
         if term.op != "Transpose" or not term.args:
             continue
-        source = g.terms.get(term.args[0])
-        brick_in = source is not None and bool(source.args) and source.op != "Reshape"
-        brick_out = g.readers.outputs.get(value, 0) == 0 and all(g.terms[r].op != "Reshape" for r in g.readers.of.get(value, ()))
+        brick_in, brick_out = not stored_in_nhwc(g, term.args[0]), not stored_in_nhwc(g, value)
         if not (brick_in and brick_out):
             layers[value] = Layer(value, LayerKind.BOUNDARY_TRANSPOSE, (brick_in, brick_out))
     return layers
@@ -562,6 +597,11 @@ def transposes_as_vela_runs_them(g: LiveGraph) -> dict[Hashable, Layer | None]:
             perm = tuple(perm[p] for p in runs[later][2])
         return shape, perm
 
+    def first(value: Hashable) -> Hashable:
+        while earlier[value] is not None:
+            value = earlier[value]
+        return value
+
     layers: dict[Hashable, Layer | None] = {}
     for value, term in g.terms.items():
         out = g.type_of(value)
@@ -569,7 +609,10 @@ def transposes_as_vela_runs_them(g: LiveGraph) -> dict[Hashable, Layer | None]:
             layers[value] = None
         elif value in runs and out is not None and running(value) != (tuple(g.type_of(term.args[0]).shape), tuple(term.attrs[0])):
             shape, perm = running(value)
-            layers[value] = Layer(value, LayerKind.TRANSPOSE_IN_SHAPE, (perm, TensorType(shape, out.dtype)))
+            source = runs[first(value)][0]
+            brick_in = not stored_in_nhwc(g, source, [shape])
+            brick_out = not stored_in_nhwc(g, value, [tuple(shape[p] for p in perm)])
+            layers[value] = Layer(value, LayerKind.TRANSPOSE_IN_SHAPE, (perm, TensorType(shape, out.dtype), brick_in, brick_out))
     return layers
 
 

@@ -26,7 +26,7 @@ Vela's `cycles_total`, the inference estimate. A transpose is priced pass
 by pass: a pass that writes a small innermost dimension is memory-bound
 (a (3, 9216) -> (9216, 3) transpose on Ethos-U85: 73816 NPU cycles,
 3110400 access cycles), while the same data moved as (3, 96, 96) ->
-(96, 96, 3) is bound by its 73997 NPU cycles. On one-core Ethos-U85 both are
+(96, 96, 3) is bound by its 73997 NPU cycles. On Ethos-U85 both are
 what Vela's estimator computes for the pass (`blocks.u85_transpose_cycles`):
 regor counts a transpose's OFM blocks in the wrong orientation, so a pass that
 swaps a long axis with a short one re-reads its input once per (long / short)
@@ -49,8 +49,8 @@ What each op costs
 - TRANSPOSE: the sum over the 3D swap passes that Vela's decomposition
   (a selection sort of the axes, as in regor's DecomposeTranspose and
   SwapAxes; see `transpose_passes`) produces for this shape and
-  permutation, each pass fitted per dtype (on one-core Ethos-U85 computed,
-  `u85_transposes_computed`). Permutations that only move unit
+  permutation, each pass fitted per dtype (on Ethos-U85 computed,
+  `blocks.u85_transpose_cycles`). Permutations that only move unit
   dimensions cost 0 (they are reshapes). On Ethos-U55 a transpose that
   Vela cannot run costs `math.inf` (see "Infeasible configurations").
 - CONCAT: one MemoryCopy per input, priced as measured behind producers on
@@ -433,28 +433,22 @@ def _ceil_to(value: int, multiple: int) -> int:
     return -(-value // multiple) * multiple
 
 
-def u85_transposes_computed(target: str) -> bool:
-    """Whether target's transposes are priced as Vela's estimator computes them (`blocks.u85_transpose_cycles`):
-    an Ethos-U85 with one core. Ethos-U85-512/1024/2048 keep the fit on brick-aligned reads and writes. Priced as
-    computed, with convolutions writing transposed outputs followed (`layers.transposed_convolution_writes`), their
-    zoo error falls (9.5/7.6/14.3% -> 3.2/4.1/6.1% mean), but eqsat rewrites tds-conv1d into graphs Vela runs 0.4,
-    2.4 and 3.4% slower; with the pass's block searched under the unpermuted maximum (regor's, right between a
-    graph's input and output) it does not, but then eqsat rewrote three input transposes on Ethos-U85-128 into
-    graphs Vela ran twice as slow (`blocks.u85_transpose_cycles`). The fit's overestimate of the rewrite's
-    transposes keeps eqsat from it."""
-    return target_family(target) == Generation.U85 and blocks.architecture_of(target).cores == 1
+def _brick_between(written: tuple[tuple[int, ...], tuple[int, ...]], read: tuple[int, ...]) -> bool:
+    """The tensor one pass of a decomposed transpose writes (its input shape and permutation) and the next reads in
+    shape read is in brick format: both see it with the same width and depth (`layers.stored_in_nhwc`'s rule)."""
+    shape3, perm3 = written
+    return (shape3[perm3[1]], shape3[perm3[2]]) == tuple(read[1:])
 
 
 def transpose_config(
     x: TensorType | None, out: TensorType | None, perm: tuple[int, ...], target: str, brick_in: bool = True, brick_out: bool = True
 ) -> OpConfig:
-    """A TRANSPOSE's family and features, per pass of Vela's decomposition (`transpose_passes`). On one-core
-    Ethos-U85 (`u85_transposes_computed`) a pass carries the NPU and access cycles Vela's estimator computes for it
-    (`blocks.u85_transpose_cycles`), its
+    """A TRANSPOSE's family and features, per pass of Vela's decomposition (`transpose_passes`). On Ethos-U85 a
+    pass carries the NPU and access cycles Vela's estimator computes for it (`blocks.u85_transpose_cycles`), its
     input and output stored as Vela stores a tensor between two NPU ops: in brick format (NHCWB16), unless brick
-    is False (NHWC: a graph's input and output, brick_in and brick_out). The tensors between the passes of one transpose are NHWC: so
-    priced, the 86 multi-pass int8 calibration samples of Ethos-U85-256 come within 0.4% of Vela (4.5% in brick
-    format)."""
+    is False (NHWC: a graph's input and output, brick_in and brick_out). A tensor between two passes is in brick
+    format when both see it with the same width and depth, else NHWC (`_brick_between`): a (1, 16, 8, 2, 64)
+    transpose by (0, 2, 1, 3, 4) is five passes that Vela runs at 60166 cycles on Ethos-U85-256, so priced."""
     if x is None:
         return OpConfig(f"transpose/{dtype_name(out)}", {"one": 1.0, "passes": 1.0, "moved": float(elements(out))})
     if len(x.shape) > MAX_RANK:
@@ -483,8 +477,10 @@ def transpose_config(
                 "narrow_hw_max": float(out3[0] * out3[1] * max(out3[0], out3[1])) if out3[2] * _bytes(x) < 16 else 0.0,
             }
         )
-        if u85_transposes_computed(target):
-            npu, access = blocks.u85_transpose_cycles(target, shape3, perm3, _bytes(x), brick_in and i == 0, brick_out and i == len(decomposed) - 1)
+        if target_family(target) == Generation.U85:
+            reads_brick = brick_in if i == 0 else _brick_between(decomposed[i - 1], shape3)
+            writes_brick = brick_out if i == len(decomposed) - 1 else _brick_between((shape3, perm3), decomposed[i + 1][0])
+            npu, access = blocks.u85_transpose_cycles(target, shape3, perm3, _bytes(x), reads_brick, writes_brick)
             passes[-1].update(block_npu=float(npu), block_access=float(access))
     features: dict[str, float] = {}
     for part in passes:

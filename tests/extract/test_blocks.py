@@ -91,6 +91,10 @@ LONE_TRANSPOSES = [
     ("ethos-u85-512", (3, 64, 24), (2, 1, 0), "int8"),  # H <-> W at half throughput, on one of two microblocks
     ("ethos-u85-128", (16, 4, 8), (1, 2, 0), "int16"),  # int16 runs on its own microblocks on Ethos-U85-128 and -256
     ("ethos-u85-256", (24, 5, 12), (2, 0, 1), "int32"),
+    # rank-2-like maps of thousands of positions: the block is searched under the maximum unpermuted
+    ("ethos-u85-512", (2, 1000, 8), (2, 0, 1), "int8"),
+    ("ethos-u85-2048", (4, 1000, 3), (0, 2, 1), "int8"),
+    ("ethos-u85-2048", (2, 512, 3), (2, 0, 1), "int8"),
 ]
 
 

@@ -436,43 +436,49 @@ def test_a_clamp_runs_alone_where_vela_runs_it_alone_at_the_cycles_vela_computes
         assert sum(prices(alone, g).values()) == pytest.approx(sum(vela_clamps), rel=0.02)
 
 
-def _tosa_input_transpose(merged: bool) -> bytes:
-    """A (1, 3, 32, 32) graph input moved to (1, 32, 32, 3) by a TRANSPOSE, as the Arm backend's boundary transpose
-    of an image, or (merged) by a RESHAPE to (1, 3, 1024), a (0, 2, 1) TRANSPOSE and a RESHAPE back; read by a 1x1
-    CONV2D."""
+def _tosa_input_transpose(form: str) -> bytes:
+    """A (1, 3, 32, 32) graph input moved to (1, 32, 32, 3), read by a 1x1 CONV2D: by a TRANSPOSE ("plain"), as the
+    Arm backend's boundary transpose of an image; by a RESHAPE to (1, 3, 1024), a (0, 2, 1) TRANSPOSE and a RESHAPE
+    back ("merged"); or so through a further RESHAPE to (3, 1024) and a (1, 0) TRANSPOSE ("rank2")."""
     from eqsat.calibration.graphs import _conv
 
     g = _Graph()
     x = g.input([1, 3, 32, 32], "int8")
-    if merged:
-        r = g.op("r", ts.Op.RESHAPE, [x, g.shape_const([1, 3, 1024])], [1, 3, 1024], "int8", _attr("ReshapeAttribute"))
-        t = g.op("t", ts.Op.TRANSPOSE, [r], [1, 1024, 3], "int8", _attr("TransposeAttribute", [0, 2, 1]))
-        t = g.op("back", ts.Op.RESHAPE, [t, g.shape_const([1, 32, 32, 3])], [1, 32, 32, 3], "int8", _attr("ReshapeAttribute"))
-    else:
+    if form == "plain":
         t = g.op("t", ts.Op.TRANSPOSE, [x], [1, 32, 32, 3], "int8", _attr("TransposeAttribute", [0, 2, 3, 1]))
+    else:
+        r = g.op("r", ts.Op.RESHAPE, [x, g.shape_const([1, 3, 1024])], [1, 3, 1024], "int8", _attr("ReshapeAttribute"))
+        if form == "merged":
+            t = g.op("t", ts.Op.TRANSPOSE, [r], [1, 1024, 3], "int8", _attr("TransposeAttribute", [0, 2, 1]))
+        else:
+            r = g.op("r2", ts.Op.RESHAPE, [r, g.shape_const([3, 1024])], [3, 1024], "int8", _attr("ReshapeAttribute"))
+            t = g.op("t", ts.Op.TRANSPOSE, [r], [1024, 3], "int8", _attr("TransposeAttribute", [1, 0]))
+        t = g.op("back", ts.Op.RESHAPE, [t, g.shape_const([1, 32, 32, 3])], [1, 32, 32, 3], "int8", _attr("ReshapeAttribute"))
     g.output(_conv(g, "conv", t, {"h": 32, "w": 32, "cin": 3, "cout": 16, "k": 1, "stride": 1})[0])
     return g.tosa.serialize()
 
 
-@pytest.mark.parametrize("target", ["ethos-u85-128", "ethos-u85-256", "ethos-u85-1024", "ethos-u55-128"])
+@pytest.mark.parametrize("target", ["ethos-u85-128", "ethos-u85-256", "ethos-u85-1024", "ethos-u85-2048", "ethos-u55-128"])
 def test_a_transpose_of_a_graph_input_is_priced_reading_nhwc_as_vela_reads_it(target):
     """The transpose of a graph input reads it in NHWC, not brick format, and so do the tensors a RESHAPE joins: on
-    Ethos-U85 the merged (1, 3, 1024) -> (1, 1024, 3) form, whose narrow NHWC writes cost Vela three times the plain
-    one on Ethos-U85-128, is priced at Vela's cycles where transposes are computed (one core), and on every target
-    it is priced dearer whenever Vela runs it dearer."""
+    Ethos-U85 its price is the cycles Vela computes for it, in each form: the (1, 3, 1024) -> (1, 1024, 3) one,
+    whose narrow NHWC writes cost Vela three times the plain one on Ethos-U85-128, and the rank-2 (3, 1024) one
+    that regor moves in front of its unit reshape (CanonicaliseReshapeTransposePattern) and writes in NHWC too; on
+    every target each is priced dearer than the plain one whenever Vela runs it dearer."""
     model = VelaCalibratedCost(target)
     priced, vela = {}, {}
-    for merged in (False, True):
-        data = _tosa_input_transpose(merged)
+    for form in ("plain", "merged", "rank2"):
+        data = _tosa_input_transpose(form)
         terms, roots, type_of = _read_tosa(data)
         (t,) = [v for v, term in terms.items() if term.op == "Transpose"]
         g = LiveGraph.of(terms, roots, type_of, model)
         assert t in transposes_at_graph_io(g)
-        priced[merged] = value_costs(terms, roots, type_of, model)[t]
-        vela[merged] = sum(layer.cycles_total for layer in estimate(data, target).layers if layer.operator == "Transpose")
-        if merged and vela_cost.u85_transposes_computed(target):  # multi-core Ethos-U85 transposes keep a fit
-            assert priced[merged] == pytest.approx(vela[merged], rel=0.01)
-    assert (priced[True] > priced[False]) == (vela[True] > vela[False])
+        priced[form] = value_costs(terms, roots, type_of, model)[t]
+        vela[form] = sum(layer.cycles_total for layer in estimate(data, target).layers if layer.operator == "Transpose")
+        if target_family(target) == Generation.U85:
+            assert priced[form] == pytest.approx(vela[form], rel=0.01), form
+    for form in ("merged", "rank2"):
+        assert (priced[form] > priced["plain"]) == (vela[form] > vela["plain"])
 
 
 INT8 = TensorType((1, 16, 16, 32), "torch.int8")
@@ -729,6 +735,12 @@ UNIT_RESHAPE_TRANSPOSES = [
 ]
 
 
+U85_BATCH_TRANSPOSES = {((16, 8, 2, 64, 1), (1, 0, 2, 3, 4))}
+"""Moved transposes whose pass swaps the two leading axes of a rank-5 map with a unit innermost axis: Vela runs this
+one at 8352 cycles on Ethos-U85-256, eqsat prices its (16, 8, 128) -> (8, 16, 128) pass at 10944 (not followed: how
+regor lays out such a pass)."""
+
+
 @pytest.mark.parametrize("target", ["ethos-u55-128", "ethos-u85-256"])
 @pytest.mark.parametrize("source, reshaped, perm, also, moved_perm", UNIT_RESHAPE_TRANSPOSES)
 def test_a_transpose_behind_a_unit_reshape_runs_in_the_passes_of_the_reshapes_input_shape(target, source, reshaped, perm, also, moved_perm):
@@ -743,20 +755,25 @@ def test_a_transpose_behind_a_unit_reshape_runs_in_the_passes_of_the_reshapes_in
         g.output(_clamp(g, "post2", r, reshaped, "int8") if also == "clamp" else r)
     layers = [layer for layer in estimate(g.tosa.serialize(), target).layers if layer.operator == "Transpose"]
 
-    graph = {"x": leaf("x"), "r": Term("Reshape", ("x",), (reshaped,)), "t": Term("Transpose", ("r",), (perm,))}
+    graph = {"x": leaf("x"), "pre": unary("CLAMP", "x"), "r": Term("Reshape", ("pre",), (reshaped,))}
+    graph |= {"t": Term("Transpose", ("r",), (perm,)), "post": unary("CLAMP", "t")}
     if also == "clamp":
         graph["post2"] = unary("CLAMP", "r")
     types = {"x": TensorType(source, "torch.int8"), "r": TensorType(reshaped, "torch.int8"), "t": TensorType(out, "torch.int8")}
-    types["post2"] = types["r"]
+    types |= {"pre": types["x"], "post": types["t"], "post2": types["r"]}
     model = VelaCalibratedCost(target)
-    roots = {None: ["t"], "clamp": ["t", "post2"], "output": ["t", "r"]}[also]
+    roots = {None: ["post"], "clamp": ["post", "post2"], "output": ["post", "r"]}[also]
     g = live(graph, roots, types.get, model)
     moved = prices(transposes_as_vela_runs_them(g), g)
     shape, permutation = (source, moved_perm) if moved_perm else (reshaped, perm)
     assert len(layers) == len(transpose_passes(shape, permutation, target_family(target)))
     assert set(moved) == ({"t"} if moved_perm else set())
-    if moved_perm:
-        assert moved["t"] == model.cost(Term("Transpose", ("x",), (moved_perm,)), types["t"], [types["x"]])
+    if not moved_perm:
+        return
+    if target_family(target) == Generation.U55:
+        assert moved["t"] == model.cost(Term("Transpose", ("pre",), (moved_perm,)), types["t"], [types["x"]])
+    elif (source, moved_perm) not in U85_BATCH_TRANSPOSES:  # priced as Vela's estimator computes it, formats too
+        assert moved["t"] == pytest.approx(sum(layer.cycles_total for layer in layers), rel=0.01)
 
 
 def _reshape(g: _Graph, name: str, x, shape: tuple) -> object:

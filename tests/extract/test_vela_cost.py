@@ -6,7 +6,7 @@ import math
 import pytest
 import torch
 
-from eqsat.configuration import ACCELERATORS
+from eqsat.configuration import ACCELERATORS, Generation
 from eqsat.extract import blocks, vela_cost
 from eqsat.ir import Graph, TensorType, Term
 from eqsat.extract.cost import UncalibratedTargetError, cost_model_for
@@ -680,8 +680,8 @@ def test_a_standalone_input_rescale_is_priced_once_per_pair_of_types(monkeypatch
     assert calls == [(narrow, wide)]
 
 
-U85_COMPUTED_TARGETS = [t for t in ACCELERATORS if vela_cost.u85_transposes_computed(t)]
-"""The Ethos-U85 targets whose transposes are priced as Vela's estimator computes them."""
+U85_COMPUTED_TARGETS = [t for t in ACCELERATORS if vela_cost.target_family(t) == Generation.U85]
+"""The Ethos-U85 targets, whose transposes are priced as Vela's estimator computes them."""
 
 
 @pytest.mark.parametrize("target", U85_COMPUTED_TARGETS)
@@ -695,7 +695,7 @@ U85_COMPUTED_TARGETS = [t for t in ACCELERATORS if vela_cost.u85_transposes_comp
 )
 def test_an_ethos_u85_transpose_is_priced_as_vela_estimates_it(target, shape, perm):
     """A lone transpose (graph input to output, NHWC): the model's price is Vela's `Op Cycles` to 2%, bound by the
-    same side, on every one-core Ethos-U85; between two NPU ops it is priced in brick format."""
+    same side, on every Ethos-U85; between two NPU ops it is priced in brick format."""
     from eqsat.calibration.fit import sample_config
     from eqsat.calibration.graphs import Sample
 
