@@ -23,6 +23,7 @@ message on stderr.
 
 import contextlib
 import csv
+import io
 import re
 import subprocess
 import sys
@@ -30,6 +31,7 @@ import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from xml.etree import ElementTree
 
 from eqsat.configuration import Configuration
 from eqsat.lowering import vela_flags
@@ -128,6 +130,26 @@ def estimate(
             npu_ops=npu_ops,
             cpu_ops=cpu_ops,
         )
+
+
+def tensor_formats(tosa_flatbuffer: bytes, target: Configuration | str, *, workdir: str | Path | None = None) -> dict[str, str]:
+    """The layout Vela stores each tensor of its schedule in, by tensor name: "NHWC" or "NHCWB16" (brick format).
+
+    Read from the debug database Vela writes with `--enable-debug-db` (`<network>_debug.xml`, table `tensors`:
+    regor's `Scheduler::UpdateSchedulerTensor` decides each format), compiled with `estimate`'s flags. Tensors that
+    Vela fuses away (an activation's input, a removed reshape's output) have no row."""
+    with _run_directory(workdir) as run_dir:
+        network = run_dir / f"{_NETWORK}.tosa"
+        network.write_bytes(tosa_flatbuffer)
+        output_dir = run_dir / "output"
+        _run_vela([*vela_flags(target), "--enable-debug-db", f"--output-dir={output_dir}", str(network)])
+        path = output_dir / f"{_NETWORK}_debug.xml"
+        if not path.exists():
+            raise VelaError(f"Vela wrote no debug database {path.name}")
+        tables = {table.get("name"): table.text or "" for table in ElementTree.parse(path).getroot().iter("table")}
+        if "tensors" not in tables:
+            raise VelaError(f"no tensors table in {path.name}")
+        return {row["name"]: row["format"] for row in csv.DictReader(io.StringIO(tables["tensors"].strip()))}
 
 
 @contextlib.contextmanager

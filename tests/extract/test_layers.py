@@ -27,13 +27,14 @@ from eqsat.extract.layers import (
     output_rescales_alone,
     readers_of,
     removed_accumulator_reshapes,
+    stored_in_nhwc,
     transposes_as_vela_runs_them,
     transposes_at_graph_io,
     transposing_slice_copies,
     unfused_add_subs,
 )
 from eqsat.extract.vela_cost import VelaCalibratedCost, target_family, transpose_passes
-from eqsat.vela import estimate
+from eqsat.vela import estimate, tensor_formats
 
 TYPE = TensorType((1, 64, 32), "torch.int8")
 
@@ -479,6 +480,77 @@ def test_a_transpose_of_a_graph_input_is_priced_reading_nhwc_as_vela_reads_it(ta
             assert priced[form] == pytest.approx(vela[form], rel=0.01), form
     for form in ("merged", "rank2"):
         assert (priced[form] > priced["plain"]) == (vela[form] > vela["plain"])
+
+
+def _tosa_transpose_then(reader: str) -> bytes:
+    """ADD -> (0, 2, 1, 3) TRANSPOSE of a (1, 32, 16, 32) map -> reader -> CLAMP (or the graph output): a SLICE of
+    31 columns, 15 rows or 16 channels, a RESHAPE that merges rows or drops the batch axis, or none; "conv": a 1x1
+    CONV2D reads the transpose."""
+    from eqsat.calibration.graphs import _conv
+
+    g, shape = _Graph(), [1, 32, 16, 32]
+    x, y = (_rescale(g, f"in{i}", g.input(shape, "int8"), shape, "int8", "int32", "add") for i in range(2))
+    added = _rescale(g, "sum", _binary(g, "add", "ADD", x, y, shape), shape, "int32", "int8", "mul_out")
+    t = g.op("t", ts.Op.TRANSPOSE, [added], [1, 16, 32, 32], "int8", _attr("TransposeAttribute", [0, 2, 1, 3]))
+    windows = {"slice-w": [1, 16, 31, 32], "slice-h": [1, 15, 32, 32], "slice-c": [1, 16, 32, 16]}
+    shape = [1, 16, 32, 32]
+    if reader == "output":
+        g.output(t)
+        return g.tosa.serialize()
+    if reader == "conv":
+        g.output(_conv(g, "conv", t, {"h": 16, "w": 32, "cin": 32, "cout": 16, "k": 1, "stride": 1})[0])
+        return g.tosa.serialize()
+    if reader in windows:
+        shape = windows[reader]
+        t = g.op("s", ts.Op.SLICE, [t, g.shape_const([0, 0, 0, 0]), g.shape_const(shape)], shape, "int8", _attr("SliceAttribute"))
+    elif reader.startswith("reshape"):
+        shape = [16, 32, 32] if reader == "reshape-batch" else [1, 512, 32]
+        t = _reshape(g, "r", t, tuple(shape))
+    g.output(_clamp(g, "post", t, shape, "int8"))
+    return g.tosa.serialize()
+
+
+FORMAT_CASES = ["none", "conv", "output", "slice-w", "slice-h", "slice-c", "reshape-rows", "reshape-batch"]
+
+
+@pytest.mark.parametrize("target", ["ethos-u85-256", "ethos-u85-2048"])
+@pytest.mark.parametrize("form", ["plain", "merged", "rank2", *FORMAT_CASES])
+def test_a_transpose_reads_and_writes_the_formats_vela_stores_its_tensors_in(target, form):
+    """`stored_in_nhwc` says NHWC exactly where Vela's debug database stores the tensor a TRANSPOSE reads, or its
+    op group writes (`written_by_group`: behind a fused CLAMP), in NHWC: graph inputs and outputs, tensors a RESHAPE
+    joins in another width or depth, tensors a SLICE reads in another width or depth; a slice of rows or a reshape
+    that keeps width and depth leaves brick format. So formed, each transpose is priced at the cycles of Vela's
+    transpose layers (the merged and rank-2 input transposes are moved or merged: priced as Vela runs them)."""
+    from eqsat import bridge_fx
+    from eqsat.bridge_tosa import SOURCE_META, read_flatbuffer
+    from eqsat.extract.layers import written_by_group
+
+    data = _tosa_input_transpose(form) if form in ("plain", "merged", "rank2") else _tosa_transpose_then(form)
+    graph_module, parsed = read_flatbuffer(data)
+    graph = bridge_fx.to_egraph(graph_module).read_graph().as_ir()
+    nodes = [n for n in graph_module.graph.nodes if n.op != "output"]
+    inputs = iter(parsed.inputs)
+    tosa_name = {  # each FX node's TOSA tensor, the name Vela reports
+        n.name: (next(inputs) if n.op == "placeholder" else parsed.operators[n.meta[SOURCE_META][0]].outputs[0]).decode() for n in nodes
+    }
+    terms, roots = dict(enumerate(graph.terms)), list(graph.outputs)
+    type_of = {v: t for v, t in enumerate(graph.types) if t is not None}.get
+    model = VelaCalibratedCost(target)
+    g = LiveGraph.of(terms, roots, type_of, model)
+    vela = tensor_formats(data, target)
+    checked = {}
+    (transpose,) = [v for v, term in terms.items() if term.op == "Transpose"]
+    source = terms[transpose].args[0]
+    while terms[source].op == "Reshape" and tosa_name[graph.names[source]] not in vela:
+        source = terms[source].args[0]  # a removed reshape's output is its input's buffer
+    for side in (source, written_by_group(g, transpose)):
+        name = tosa_name[graph.names[side]]
+        name = next((n for n in (name, f"{name}_propagated_reshape") if n in vela), name)  # a transpose regor moved
+        if name in vela:
+            checked[name] = (stored_in_nhwc(g, side), vela[name] == "NHWC")
+    assert checked and all(mine == theirs for mine, theirs in checked.values()), checked
+    cycles = sum(layer.cycles_total for layer in estimate(data, target).layers if layer.operator == "Transpose")
+    assert value_costs(terms, roots, type_of, model)[transpose] == pytest.approx(cycles, rel=0.01)
 
 
 INT8 = TensorType((1, 16, 16, 32), "torch.int8")
