@@ -199,6 +199,14 @@ def layer_cycles(layer: Layer, g: LiveGraph, term_cost: Callable[[Hashable, Term
     if kind is LayerKind.BOUNDARY_TRANSPOSE:
         term = g.terms[layer.value]
         return model.boundary_transpose(term, g.type_of(layer.value), [g.type_of(a) for a in term.args], *args)
+    if kind is LayerKind.REDUCE_TRANSPOSE:
+        x, brick_in, brick_out = args
+        transposed = TensorType((x.shape[0], x.shape[2], x.shape[1]), x.dtype)
+        return model.boundary_transpose(Term("Transpose", (), ((0, 2, 1),)), transposed, [x], brick_in, brick_out)
+    if kind is LayerKind.REDUCE_OVER_CHANNELS:
+        term = g.terms[layer.value]
+        x, out = args
+        return model.cost(Term("Reduce", term.args, (term.attrs[0], 2)), out, [x])
     if kind is LayerKind.CLAMP_ALONE:
         return model.standalone_clamp(*args)
     if kind is LayerKind.TRANSPOSED_WRITE:

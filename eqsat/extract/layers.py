@@ -70,6 +70,12 @@ class LayerKind(StrEnum):
     CLAMP_ALONE = "clamp alone"
     """A CLAMP that no op fuses as its activation, run as a 1x1 pooling; args: (its type, whether it reads and whether
     it writes brick format: not a graph input, not a graph output)."""
+    REDUCE_TRANSPOSE = "reduce transpose"
+    """The TRANSPOSE regor puts in front of a REDUCE_SUM over another axis than the innermost; args: (its 3D input's
+    type, whether it reads brick format, whether it writes it)."""
+    REDUCE_OVER_CHANNELS = "reduce over channels"
+    """That REDUCE_SUM, run over the innermost axis of the transposed 3D tensor; args: (that tensor's type, the
+    output's type)."""
     TRANSPOSED_WRITE = "transposed write"
     """A TRANSPOSE fused into a convolution's op group (Ethos-U85): what writing the convolution's output so
     transposed adds to its layer; args: (the convolution's value, the permutation of its height, width and channels)."""
@@ -631,6 +637,43 @@ def transposes_as_vela_runs_them(g: LiveGraph) -> dict[Hashable, Layer | None]:
     return layers
 
 
+def reduce_sums_over_channels(g: LiveGraph) -> dict[Hashable, list[Layer]]:
+    """The REDUCE_SUMs over another axis than the innermost: each a TRANSPOSE that moves the axis innermost and a
+    REDUCE_SUM over it (`REDUCE_TRANSPOSE`, `REDUCE_OVER_CHANNELS`).
+
+    regor `GraphIrOptimiser::RewriteReduceSum` (compiler/graphir_optimiser.cpp) reshapes the input to 3D around the
+    axis (`ReshapeTo3DAroundAxis`: the axes before it, it, the axes after it), transposes that (0, 2, 1) and sums
+    the channels. The transpose reads what the sum reads: on Ethos-U85 the int8 tensor of a unit-scale input RESCALE that
+    the sum alone reads (regor folds the rescale into a SUB of the zero point behind the sum), else the int32 tensor,
+    which it writes in NHWC (`UpdateSchedulerTensor`: "Int32 ReduceSum requires linear format"). torchvision's
+    MNASNet takes its mean as two such sums, of (1, 3, 3, 1280) over axis 1 and of (1, 1, 3, 1280) over axis 2:
+    135000 and 60000 cycles of transposes on Ethos-U85-256, a fifth of the model, which the fitted sum priced at
+    5593 and 1924 in all (tests/extract/test_layers.py).
+    """
+    layers = {}
+    for value, term in g.terms.items():
+        if term.op != "Reduce" or opaque_name(term) != "REDUCE_SUM" or not term.args:
+            continue
+        x, out = g.type_of(term.args[0]), g.type_of(value)
+        axis = term.attrs[1] if len(term.attrs) > 1 else None
+        if x is None or out is None or axis is None or axis == len(x.shape) - 1 or x.shape[axis] == 1:
+            continue
+        read, dtype = term.args[0], x.dtype
+        source = g.terms.get(read)
+        folds = vela_cost.target_family(g.model.target) in vela_cost.REDUCE_SUM_READS_RESCALE_INPUT
+        if folds and source is not None and source.args and rescale_scale(source) == 1.0 and _only_reader(g, read) == value:
+            read = source.args[0]
+            dtype = g.type_of(read).dtype if g.type_of(read) is not None else dtype
+        outer, inner = math.prod(x.shape[:axis]), math.prod(x.shape[axis + 1 :])
+        shape3 = TensorType((outer, x.shape[axis], inner), dtype)
+        brick_out = dtype != "torch.int32"
+        layers[value] = [
+            Layer(value, LayerKind.REDUCE_TRANSPOSE, (shape3, not stored_in_nhwc(g, read, [shape3.shape]), brick_out)),
+            Layer(value, LayerKind.REDUCE_OVER_CHANNELS, (TensorType((outer, inner, x.shape[axis]), x.dtype), TensorType((outer, inner, 1), out.dtype))),
+        ]
+    return layers
+
+
 # ---------------------------------------------------------------- activations
 
 
@@ -1088,6 +1131,7 @@ DECISIONS = (
     transposed_convolution_writes,
     transposes_at_graph_io,
     transposes_as_vela_runs_them,
+    reduce_sums_over_channels,
     fused_tables,
     clamps_alone,
     copied_slices,
@@ -1117,6 +1161,7 @@ def form_layers(g: LiveGraph) -> list[Layer]:
     alone = rescales_alone(g, unfused)
     passes = elementwise_passes(g, unfused)
     clamps = clamps_alone(g)
+    reduce_sums = reduce_sums_over_channels(g)
     reshape_copies = set(copied_reshapes(g))
     layers: list[Layer] = []
     for value, term in g.terms.items():
@@ -1142,6 +1187,8 @@ def form_layers(g: LiveGraph) -> list[Layer]:
             layers.append(chained[value][0])
         elif value in clamps:
             layers.append(clamps[value])
+        elif value in reduce_sums:
+            layers.extend(reduce_sums[value])
         else:
             layers.append(Layer(value, LayerKind.OP))
         if value in alone:

@@ -800,6 +800,11 @@ def op_cycles(model: dict, config: OpConfig) -> float:
     return max(0.0, sum(max(npu, access) for npu, access in npu_and_access(model, config)))
 
 
+REDUCE_SUM_READS_RESCALE_INPUT = frozenset({Generation.U85})
+"""The target generations on which a REDUCE_SUM reads the int8 tensor of the input RESCALE it alone reads (regor folds
+the rescale into a SUB of the zero point behind the sum; `layers.reduce_sums_over_channels`)."""
+
+
 ELEMENTWISE_CHAINED = frozenset({Generation.U85})
 """The target generations whose scheduler chains an ADD, SUB or MUL into the convolution in front of it
 (`layers.chained_elementwise`, `VelaCalibratedCost.chained_op`). Ethos-U55 has no chaining buffers: its op group
