@@ -648,7 +648,10 @@ def reduce_sums_over_channels(g: LiveGraph) -> dict[Hashable, list[Layer]]:
     which it writes in NHWC (`UpdateSchedulerTensor`: "Int32 ReduceSum requires linear format"). torchvision's
     MNASNet takes its mean as two such sums, of (1, 3, 3, 1280) over axis 1 and of (1, 1, 3, 1280) over axis 2:
     135000 and 60000 cycles of transposes on Ethos-U85-256, a fifth of the model, which the fitted sum priced at
-    5593 and 1924 in all (tests/extract/test_layers.py).
+    5593 and 1924 in all (tests/extract/test_layers.py). Where a convolution writes the summed tensor (behind its
+    output RESCALE and the sum's unit-scale input RESCALE), Ethos-U85 folds the transpose into that write
+    (`folded_transposes`), priced as `transposed_convolution_writes` prices it: emg-conv1d-stem's sum over
+    columns of a (1, 1, 16, 32) convolution output adds 56 cycles to the convolution's 352 on Ethos-U85-256.
     """
     layers = {}
     for value, term in g.terms.items():
@@ -666,12 +669,23 @@ def reduce_sums_over_channels(g: LiveGraph) -> dict[Hashable, list[Layer]]:
             dtype = g.type_of(read).dtype if g.type_of(read) is not None else dtype
         outer, inner = math.prod(x.shape[:axis]), math.prod(x.shape[axis + 1 :])
         shape3 = TensorType((outer, x.shape[axis], inner), dtype)
+        summed = Layer(value, LayerKind.REDUCE_OVER_CHANNELS, (TensorType((outer, inner, x.shape[axis]), x.dtype), TensorType((outer, inner, 1), out.dtype)))
+        conv, written = _convolution_behind(g, read), _reduce_written_order(x.shape, axis)
+        if g.model.folds_transpose_into_producer and conv is not None and written is not None and opaque_name(g.terms[conv]) in TRANSPOSE_WRITING_OPS:
+            layers[value] = [Layer(value, LayerKind.TRANSPOSED_WRITE, (conv, written)), summed]  # the convolution writes it transposed
+            continue
         brick_out = dtype != "torch.int32"
-        layers[value] = [
-            Layer(value, LayerKind.REDUCE_TRANSPOSE, (shape3, not stored_in_nhwc(g, read, [shape3.shape]), brick_out)),
-            Layer(value, LayerKind.REDUCE_OVER_CHANNELS, (TensorType((outer, inner, x.shape[axis]), x.dtype), TensorType((outer, inner, 1), out.dtype))),
-        ]
+        layers[value] = [Layer(value, LayerKind.REDUCE_TRANSPOSE, (shape3, not stored_in_nhwc(g, read, [shape3.shape]), brick_out)), summed]
     return layers
+
+
+def _reduce_written_order(shape: tuple[int, ...], axis: int) -> tuple[int, int, int] | None:
+    """The order of (height, width, channels) in which an unbatched map of shape is written by the transpose regor
+    puts in front of a sum over axis, where that transpose moves the map's own axes: over columns, the 3D map
+    around the axis is the map itself, written with columns and channels swapped. Over rows it merges columns and
+    channels (MNASNet's (1, 3, 3, 1280) -> (1, 3, 3840)), which no convolution writes: Vela runs it alone."""
+    padded = (1,) * (4 - len(shape)) + tuple(shape)
+    return (0, 2, 1) if len(shape) <= 4 and padded[0] == 1 and axis + 4 - len(shape) == 2 else None
 
 
 # ---------------------------------------------------------------- activations
