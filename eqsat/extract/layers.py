@@ -412,12 +412,6 @@ def transposed_convolution_writes(g: LiveGraph, folded: Iterable[Hashable]) -> d
     return layers
 
 
-def _width_depth(shape: tuple[int, ...]) -> tuple[int, int]:
-    """The W and C of shape in Vela's 4-D padding (regor Shape::WC, 1 where the shape has no such axis)."""
-    padded = (1, 1, *shape)
-    return padded[-2], padded[-1]
-
-
 def stored_in_nhwc(g: LiveGraph, value: Hashable, read_as: Iterable[tuple[int, ...]] = ()) -> bool:
     """Vela stores the tensor value in NHWC, not brick format (NHCWB16): it is, or shares its buffer through the
     RESHAPEs regor removes with, a graph input, a constant or a graph output, or the shapes it is written and read
@@ -436,10 +430,10 @@ def stored_in_nhwc(g: LiveGraph, value: Hashable, read_as: Iterable[tuple[int, .
     term = g.terms.get(root)
     if term is None or not term.args:
         return True
-    shapes, frontier = {_width_depth(tuple(s)) for s in read_as}, [root]
+    shapes, frontier = {vela_cost.width_depth(tuple(s)) for s in read_as}, [root]
     root_type = g.type_of(root)
     if root_type is not None:
-        shapes.add(_width_depth(tuple(root_type.shape)))
+        shapes.add(vela_cost.width_depth(tuple(root_type.shape)))
     while frontier:
         member = frontier.pop()
         if g.readers.outputs.get(member, 0):
@@ -449,7 +443,7 @@ def stored_in_nhwc(g: LiveGraph, value: Hashable, read_as: Iterable[tuple[int, .
             if op == "Reshape":
                 frontier.append(reader)
             elif (t := g.type_of(reader if op == "Slice" else member)) is not None:  # a SLICE reads its window
-                shapes.add(_width_depth(tuple(t.shape)))
+                shapes.add(vela_cost.width_depth(tuple(t.shape)))
     return len(shapes) > 1
 
 
@@ -649,7 +643,7 @@ def reduce_sums_over_channels(g: LiveGraph) -> dict[Hashable, list[Layer]]:
     MNASNet takes its mean as two such sums, of (1, 3, 3, 1280) over axis 1 and of (1, 1, 3, 1280) over axis 2:
     135000 and 60000 cycles of transposes on Ethos-U85-256, a fifth of the model, which the fitted sum priced at
     5593 and 1924 in all (tests/extract/test_layers.py). Where a convolution writes the summed tensor (behind its
-    output RESCALE and the sum's unit-scale input RESCALE), Ethos-U85 folds the transpose into that write
+    output RESCALE and the sum's unit-scale input RESCALE) and nothing else reads it, Ethos-U85 folds the transpose into that write
     (`folded_transposes`), priced as `transposed_convolution_writes` prices it: emg-conv1d-stem's sum over
     columns of a (1, 1, 16, 32) convolution output adds 56 cycles to the convolution's 352 on Ethos-U85-256.
     """
@@ -671,7 +665,8 @@ def reduce_sums_over_channels(g: LiveGraph) -> dict[Hashable, list[Layer]]:
         shape3 = TensorType((outer, x.shape[axis], inner), dtype)
         summed = Layer(value, LayerKind.REDUCE_OVER_CHANNELS, (TensorType((outer, inner, x.shape[axis]), x.dtype), TensorType((outer, inner, 1), out.dtype)))
         conv, written = _convolution_behind(g, read), _reduce_written_order(x.shape, axis)
-        if g.model.folds_transpose_into_producer and conv is not None and written is not None and opaque_name(g.terms[conv]) in TRANSPOSE_WRITING_OPS:
+        alone = _only_reader(g, read) == (value if read == term.args[0] else term.args[0])  # `CanPack`: one reader
+        if g.model.folds_transpose_into_producer and alone and conv is not None and written is not None and opaque_name(g.terms[conv]) in TRANSPOSE_WRITING_OPS:
             layers[value] = [Layer(value, LayerKind.TRANSPOSED_WRITE, (conv, written)), summed]  # the convolution writes it transposed
             continue
         brick_out = dtype != "torch.int32"

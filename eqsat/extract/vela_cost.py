@@ -433,11 +433,18 @@ def _ceil_to(value: int, multiple: int) -> int:
     return -(-value // multiple) * multiple
 
 
+def width_depth(shape: tuple[int, ...]) -> tuple[int, int]:
+    """The W and C of shape in Vela's 4-D padding (regor Shape::WC, 1 where the shape has no such axis): a tensor
+    whose writer and readers see different ones is stored in NHWC (`layers.stored_in_nhwc`)."""
+    padded = (1, 1, *shape)
+    return padded[-2], padded[-1]
+
+
 def _brick_between(written: tuple[tuple[int, ...], tuple[int, ...]], read: tuple[int, ...]) -> bool:
     """The tensor one pass of a decomposed transpose writes (its input shape and permutation) and the next reads in
-    shape read is in brick format: both see it with the same width and depth (`layers.stored_in_nhwc`'s rule)."""
+    shape read is in brick format: both see it with the same width and depth (`width_depth`)."""
     shape3, perm3 = written
-    return (shape3[perm3[1]], shape3[perm3[2]]) == tuple(read[1:])
+    return width_depth(tuple(shape3[p] for p in perm3)) == width_depth(tuple(read))
 
 
 def transpose_config(

@@ -555,15 +555,18 @@ def test_a_transpose_reads_and_writes_the_formats_vela_stores_its_tensors_in(tar
     assert value_costs(terms, roots, type_of, model)[transpose] == pytest.approx(cycles, rel=0.01)
 
 
-def _tosa_sums(shape: tuple[int, ...], axes: tuple[int, ...], zero_point: int, convolved: bool = False) -> bytes:
-    """int8 (a graph input, or convolved: a 1x1 CONV2D's output) -> unit-scale RESCALE to int32 (input zero point
-    zero_point) -> REDUCE_SUM over each of axes in turn -> RESCALE to int8, as the Arm backend lowers a mean."""
+def _tosa_sums(shape: tuple[int, ...], axes: tuple[int, ...], zero_point: int, convolved: str = "") -> bytes:
+    """int8 (a graph input, or a 1x1 CONV2D's output: convolved "conv", "returned" where the graph also returns it)
+    -> unit-scale RESCALE to int32 (input zero point zero_point) -> REDUCE_SUM over each of axes in turn -> RESCALE
+    to int8, as the Arm backend lowers a mean."""
     from eqsat.calibration.graphs import _conv
 
     g, shape = _Graph(), list(shape)
     x = g.input(shape, "int8")
     if convolved:
         x = _conv(g, "conv", x, {"h": shape[1], "w": shape[2], "cin": shape[3], "cout": shape[3], "k": 1, "stride": 1})[0]
+        if convolved == "returned":
+            g.output(x)
     y = _rescale(g, "in", x, shape, "int8", "int32", "unit", zero_points=(zero_point, 0))
     for i, axis in enumerate(axes):
         shape[axis] = 1
@@ -573,17 +576,19 @@ def _tosa_sums(shape: tuple[int, ...], axes: tuple[int, ...], zero_point: int, c
 
 
 SUMS = [
-    ((1, 3, 3, 1280), (1, 2), False),
-    ((1, 8, 16, 32), (1,), False),
-    ((1, 8, 16, 32), (2,), False),
-    ((1, 64, 32), (1,), False),
-    ((1, 8, 16, 32), (3,), False),
-    ((1, 1, 16, 32), (2,), True),
-    ((1, 8, 16, 32), (2,), True),
-    ((1, 8, 16, 32), (1,), True),
+    ((1, 3, 3, 1280), (1, 2), ""),
+    ((1, 8, 16, 32), (1,), ""),
+    ((1, 8, 16, 32), (2,), ""),
+    ((1, 64, 32), (1,), ""),
+    ((1, 8, 16, 32), (3,), ""),
+    ((1, 1, 16, 32), (2,), "conv"),
+    ((1, 8, 16, 32), (2,), "conv"),
+    ((1, 8, 16, 32), (1,), "conv"),
+    ((1, 8, 16, 32), (2,), "returned"),
 ]
-"""(input shape, summed axes, behind a convolution): MNASNet's mean, sums over rows, columns, the middle axis of a
-rank-3 map, channels; emg-conv1d-stem's sum over the columns of a convolution's output."""
+"""(input shape, summed axes, behind a convolution whose output only the sum reads, or that is also returned):
+MNASNet's mean, sums over rows, columns, the middle axis of a rank-3 map, channels; emg-conv1d-stem's sum over the
+columns of a convolution's output."""
 
 
 @pytest.mark.parametrize("target", ["ethos-u85-256", "ethos-u85-2048", "ethos-u55-128"])
@@ -592,8 +597,9 @@ rank-3 map, channels; emg-conv1d-stem's sum over the columns of a convolution's 
 def test_a_sum_over_another_axis_than_channels_runs_behind_a_transpose_as_vela_runs_it(target, shape, axes, convolved, zero_point):
     """A REDUCE_SUM over an axis other than the innermost is a transpose layer and a sum (none over the channels),
     as many transpose passes as Vela runs, and on Ethos-U85 each transpose is priced at Vela's cycles (135000 and
-    60000 for MNASNet's mean on Ethos-U85-256, which the fitted sum priced at 7517 in all); behind a convolution,
-    Ethos-U85 writes a sum over columns' transpose with the convolution (no transpose layer), not one over rows."""
+    60000 for MNASNet's mean on Ethos-U85-256, which the fitted sum priced at 7517 in all); behind a convolution that
+    nothing else reads, Ethos-U85 writes a sum over columns' transpose with the convolution (no transpose layer), not
+    one over rows."""
     data = _tosa_sums(shape, axes, zero_point, convolved)
     terms, roots, type_of = _read_tosa(data)
     model = VelaCalibratedCost(target)
