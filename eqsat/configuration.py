@@ -147,6 +147,28 @@ def read_vela_ini(configuration: Configuration):
     return ini
 
 
+def memory_mode_of(configuration: Configuration) -> dict[str, str]:
+    """The keys of the configuration's memory mode in its vela.ini, then those of the modes it inherits from (empty
+    when the vela.ini is not there: check_configuration says what is missing)."""
+    try:
+        ini = read_vela_ini(configuration)
+    except ValueError:
+        return {}
+    section, values = f"Memory_Mode.{configuration.memory_mode}", {}
+    while ini.has_section(section):
+        values = dict(ini.items(section)) | values
+        section = ini.get(section, "inherit", fallback="")
+    return values
+
+
+def constants_beside_feature_maps(configuration: Configuration) -> bool:
+    """Whether the configuration's memory mode keeps the constants (weights, biases, scales) in the memory that holds
+    the feature maps (vela.ini `const_mem_area` is `arena_mem_area`: `Sram_Only`), so that an op reads them from
+    there rather than streaming them in from flash or DRAM."""
+    values = memory_mode_of(configuration)
+    return values.get("const_mem_area") is not None and values.get("const_mem_area") == values.get("arena_mem_area")
+
+
 def unpriceable(configuration: Configuration) -> str | None:
     """Why eqsat cannot price the configuration at all (None: it can, once calibrated).
 
@@ -156,15 +178,7 @@ def unpriceable(configuration: Configuration) -> str | None:
     cannot follow the placement: fitted that way, ethos-u65-256 priced ten zoo models 47-366% above Vela's
     `cycles_total`, and eqsat made 3 of them slower (attention-permute +1.4%, mobilenet-v1-025-vww +4.8%,
     unet-skip +3.6%)."""
-    try:
-        ini = read_vela_ini(configuration)
-    except ValueError:
-        return None  # check_configuration says what is missing
-    section = f"Memory_Mode.{configuration.memory_mode}"
-    values: dict[str, str] = {}
-    while ini.has_section(section):  # the mode's keys, then those of the modes it inherits from
-        values = dict(ini.items(section)) | values
-        section = ini.get(section, "inherit", fallback="")
+    values = memory_mode_of(configuration)
     arena, cache = values.get("arena_mem_area"), values.get("cache_mem_area")
     if arena and cache and arena != cache:
         return (

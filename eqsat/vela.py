@@ -135,9 +135,18 @@ def estimate(
 def tensor_formats(tosa_flatbuffer: bytes, target: Configuration | str, *, workdir: str | Path | None = None) -> dict[str, str]:
     """The layout Vela stores each tensor of its schedule in, by tensor name: "NHWC" or "NHCWB16" (brick format).
 
-    Read from the debug database Vela writes with `--enable-debug-db` (`<network>_debug.xml`, table `tensors`:
-    regor's `Scheduler::UpdateSchedulerTensor` decides each format), compiled with `estimate`'s flags. Tensors that
-    Vela fuses away (an activation's input, a removed reshape's output) have no row."""
+    Read from Vela's debug database (`debug_tables`, table `tensors`: regor's `Scheduler::UpdateSchedulerTensor`
+    decides each format). Tensors that Vela fuses away (an activation's input, a removed reshape's output) have no
+    row."""
+    (tensors,) = debug_tables(tosa_flatbuffer, target, ["tensors"], workdir=workdir)
+    return {row["name"]: row["format"] for row in tensors}
+
+
+def debug_tables(tosa_flatbuffer: bytes, target: Configuration | str, names: list[str], *, workdir: str | Path | None = None) -> list[list[dict[str, str]]]:
+    """The rows of tables of the debug database Vela writes with `--enable-debug-db` (`<network>_debug.xml`), compiled
+    with `estimate`'s flags: e.g. `perf` (each layer's cycles and its access cycles per memory), `perf_debug` (its
+    shapes, formats, encoded weight bytes and bytes moved per memory), `perf_debug_main` (its block configuration),
+    `tensors` (each tensor's format). Rows of one layer share their `id` across tables."""
     with _run_directory(workdir) as run_dir:
         network = run_dir / f"{_NETWORK}.tosa"
         network.write_bytes(tosa_flatbuffer)
@@ -147,9 +156,9 @@ def tensor_formats(tosa_flatbuffer: bytes, target: Configuration | str, *, workd
         if not path.exists():
             raise VelaError(f"Vela wrote no debug database {path.name}")
         tables = {table.get("name"): table.text or "" for table in ElementTree.parse(path).getroot().iter("table")}
-        if "tensors" not in tables:
-            raise VelaError(f"no tensors table in {path.name}")
-        return {row["name"]: row["format"] for row in csv.DictReader(io.StringIO(tables["tensors"].strip()))}
+        if missing := [name for name in names if name not in tables]:
+            raise VelaError(f"no {', '.join(missing)} table in {path.name}")
+        return [list(csv.DictReader(io.StringIO(tables[name].strip()))) for name in names]
 
 
 @contextlib.contextmanager

@@ -190,7 +190,7 @@ def sample_config(sample: Sample, target: str) -> OpConfig:
         weights = _tt([k, k, cin, 1] if depthwise else [cout, k, k, cin], "int8")
         args, out = [_tt([1, p["h"], p["w"], cin], "int8"), weights, _tt([cout], "int32")], _tt([1, oh, ow, cout], "int32")
         config = opaque(kind.upper(), out, args)
-        return OpConfig(config.family, config.features | vela_cost.conv_block_features(args[0], out, weights, (k, k), depthwise, target, brick=False))
+        return OpConfig(config.family, config.features | vela_cost.conv_block_features(args[0], out, weights, (k, k), depthwise, target, brick_in=False, brick_out=False))
     if kind == "matmul":
         args = [_tt([p["n"], p["h"], p["c"]], "int8"), _tt([p["n"], p["c"], p["w"]], "int8")]
         return opaque("MATMUL", _tt([p["n"], p["h"], p["w"]], "int32"), args)

@@ -51,6 +51,7 @@ from __future__ import annotations
 import functools
 import math
 from dataclasses import dataclass
+from enum import IntEnum
 
 import numpy as np
 
@@ -860,11 +861,20 @@ def ao_cycles_per_element(target: str) -> float:
 
 @functools.lru_cache(maxsize=CACHED_SHAPES)
 def mac_op_cycles(
-    target: str, ifm_shape: Shape3, ofm_shape: Shape3, kernel: Kernel, depthwise: bool, brick: bool, chained_output: float = 0.0, transpose: Shape3 = UNPERMUTED
+    target: str,
+    ifm_shape: Shape3,
+    ofm_shape: Shape3,
+    kernel: Kernel,
+    depthwise: bool,
+    brick_in: bool,
+    brick_out: bool | None = None,
+    chained_output: float = 0.0,
+    transpose: Shape3 = UNPERMUTED,
 ) -> int:
     """`EstimateMacOpCycles` (ethos_u55_performance.cpp, ethos_u85_performance.cpp) of a CONV2D or DEPTHWISE_CONV2D
     (`OpScheduling::Single`, as `NetworkPerformance::EstimateFullOpPerformance` asks), over its block configuration
-    (`block_config`), with its feature maps in the target's SRAM (`sram_of`), in brick format (NHCWB16) or NHWC.
+    (`block_config`), with its feature maps in the target's SRAM (`sram_of`), its IFM in brick format (NHCWB16) or
+    NHWC as brick_in says, its OFM as brick_out says (default: as its IFM).
 
     The output is covered by fractional OFM blocks of whole microblocks. Per block the MAC array takes its MAC
     cycles, the output unit its output cycles (or the reads of the block's biases and scales, if slower), and the
@@ -884,7 +894,8 @@ def mac_op_cycles(
     """
     arch = architecture_of(target)
     sram = sram_of(target)
-    config = block_config(target, ifm_shape, ofm_shape, kernel, depthwise, transpose, brick)
+    brick_out = brick_in if brick_out is None else brick_out
+    config = block_config(target, ifm_shape, ofm_shape, kernel, depthwise, transpose, brick_out)
     written = permuted(ofm_shape, transpose)
     if isinstance(arch, U55Architecture):
         ublock = _u55_microblock(arch, ofm_shape, kernel, depthwise)
@@ -898,8 +909,8 @@ def mac_op_cycles(
     if transpose != UNPERMUTED:
         per_element = max(per_element, arch.activation_cycles[transpose in U85_HALF_THROUGHPUT])
     output = max(math.ceil((per_element + chained_output) * _elements(ofm_block)), 10 * ofm_block[2] * sram.read_latency / 256)
-    ifm_read = sram.read_latency + int(_memory_transfer(True, config.ifm_block, ifm_shape, arch.cores, sram, brick) / sram.bandwidth)
-    ofm_write = sram.write_latency + int(_memory_transfer(False, config.ofm_block, written, arch.cores, sram, brick) / sram.bandwidth)
+    ifm_read = sram.read_latency + int(_memory_transfer(True, config.ifm_block, ifm_shape, arch.cores, sram, brick_in) / sram.bandwidth)
+    ofm_write = sram.write_latency + int(_memory_transfer(False, config.ofm_block, written, arch.cores, sram, brick_out) / sram.bandwidth)
     return _block_op_cycles(mac, output, blocks, ifm_read, ofm_write)
 
 
@@ -916,34 +927,105 @@ def u85_chained_output_cycles(target: str, element_bytes: int) -> float:
 @dataclass(frozen=True)
 class ElementAccess:
     """What regor's `MeasureElementAccess` and `ElementTransferToBytes` say a MAC operation moves over its block
-    configuration: `feature_maps` the bytes of IFM it reads (again for every OFM block and sub-kernel) and of OFM
+    configuration: `ifm_bytes` the IFM it reads (again for every OFM block and sub-kernel) and `ofm_bytes` the OFM
     it writes, in full SRAM bursts; `refetches` how often it reads its weights, biases and scales (once per OFM
-    block position)."""
+    block position); `scales` the biases and scales it reads each time, in elements (its output depth in whole
+    OFM blocks: the weight encoder pads each block's)."""
 
-    feature_maps: int
+    ifm_bytes: int
+    ofm_bytes: int
     refetches: int
+    scales: int
+
+    @property
+    def feature_maps(self) -> int:
+        return self.ifm_bytes + self.ofm_bytes
+
+
+def _stored_depth(depth: int, brick: bool) -> int:
+    """The depth a feature map of depth is stored with: in 16s in brick format (NHCWB16), as it is in NHWC."""
+    return _round_away(depth, 16) if brick else depth
 
 
 @functools.lru_cache(maxsize=CACHED_SHAPES)
-def element_access(target: str, ifm_shape: Shape3, ofm_shape: Shape3, kernel: Kernel, depthwise: bool, brick: bool, transpose: Shape3 = UNPERMUTED) -> ElementAccess:
+def element_access(
+    target: str, ifm_shape: Shape3, ofm_shape: Shape3, kernel: Kernel, depthwise: bool, brick_in: bool, brick_out: bool | None = None, transpose: Shape3 = UNPERMUTED
+) -> ElementAccess:
     """`MeasureElementAccess` (ethos_u55_performance.cpp, ethos_u85_performance.cpp) of a CONV2D or DEPTHWISE_CONV2D
-    with int8 feature maps in brick format (NHCWB16: depths stored in 16s) or NHWC, and `ElementTransferToBytes`'s
-    burst scaling of them (`_memory_transfer`); its OFM written transposed as `mac_op_cycles` takes it."""
+    with int8 feature maps, its IFM in brick format (NHCWB16: depths stored in 16s) or NHWC as brick_in says, its OFM
+    as brick_out says (default: as its IFM), and `ElementTransferToBytes`'s burst scaling of them (`_memory_transfer`);
+    its OFM written transposed as `mac_op_cycles` takes it."""
+    brick_out = brick_in if brick_out is None else brick_out
     arch = architecture_of(target)
     sram = sram_of(target)
-    config = block_config(target, ifm_shape, ofm_shape, kernel, depthwise, transpose, brick)
+    config = block_config(target, ifm_shape, ofm_shape, kernel, depthwise, transpose, brick_out)
     ofm_shape = permuted(ofm_shape, transpose)
-    ofm_blocks = _shape_div(ofm_shape, _shape_min(ofm_shape, config.ofm_block))
+    ofm_block = _shape_min(ofm_shape, config.ofm_block)
+    ofm_blocks = _shape_div(ofm_shape, ofm_block)
     if depthwise:
         ofm_blocks = (ofm_blocks[0], ofm_blocks[1], 1)
     ifm_block = _shape_min(ifm_shape, config.ifm_block)
-    stored = (lambda depth: _round_away(depth, 16)) if brick else (lambda depth: depth)  # noqa: E731
     subkernels = _div_round_up(kernel.width, SUBKERNEL_MAX[1]) * _div_round_up(kernel.height, SUBKERNEL_MAX[0])
-    ifm_read = ifm_block[0] * ifm_block[1] * stored(ifm_shape[2]) * subkernels * _elements(ofm_blocks)
-    ofm_write = ofm_shape[0] * ofm_shape[1] * stored(ofm_shape[2])
-    transfer = _memory_transfer(True, config.ifm_block, ifm_shape, arch.cores, sram, brick, ifm_read)
-    transfer += _memory_transfer(False, config.ofm_block, ofm_shape, arch.cores, sram, brick, ofm_write)
-    return ElementAccess(transfer, ofm_blocks[0] * ofm_blocks[1])
+    ifm_read = ifm_block[0] * ifm_block[1] * _stored_depth(ifm_shape[2], brick_in) * subkernels * _elements(ofm_blocks)
+    ofm_write = ofm_shape[0] * ofm_shape[1] * _stored_depth(ofm_shape[2], brick_out)
+    return ElementAccess(
+        _memory_transfer(True, config.ifm_block, ifm_shape, arch.cores, sram, brick_in, ifm_read),
+        _memory_transfer(False, config.ofm_block, ofm_shape, arch.cores, sram, brick_out, ofm_write),
+        ofm_blocks[0] * ofm_blocks[1],
+        _round_away(ofm_shape[2], config.ofm_block[2]),
+    )
+
+
+def chained_operand_bytes(target: str, ifm_shape: Shape3, ofm_shape: Shape3, kernel: Kernel, depthwise: bool, brick_out: bool, operand: Shape3, brick: bool) -> int:
+    """The bytes an elementwise op chained into the op group of a CONV2D or DEPTHWISE_CONV2D reads of its other
+    int8 operand (an external feature map of the group, `MeasureElementAccess`): the whole operand once, in the
+    bursts of the convolution's IFM block (`ElementTransferToBytes`)."""
+    config = block_config(target, ifm_shape, ofm_shape, kernel, depthwise, UNPERMUTED, brick_out)
+    elements = operand[0] * operand[1] * _stored_depth(operand[2], brick)
+    return _memory_transfer(True, config.ifm_block, operand, architecture_of(target).cores, sram_of(target), brick, elements)
+
+
+# ---------------------------------------------------------------- Ethos-U85 memory access
+
+
+class MemChannel(IntEnum):
+    """regor's `MemChannel` (ethos_u85_performance.hpp): the DMA channel a transfer takes, each with its own bandwidth
+    (`channel_bandwidth`)."""
+
+    MEM2MEM = 1
+    IFM_STREAM = 2
+    WEIGHT = 3
+    FAST_WEIGHT = 4
+    IFM = 5
+    SCALE = 6
+    WRITE = 7
+
+
+def channel_bandwidth(target: str, channel: MemChannel) -> float:
+    """`EthosU85Performance::ChannelBW` of target's SRAM, in bytes per cycle, for a channel: the memory's bandwidth,
+    or less where its latency over the transactions in flight (80% of its maximum, for a read channel at most its
+    read buffers in bursts, `U85Architecture.channel_read_buffers`) limits it: for the SRAM of Vela's Ethos-U85
+    system configs 20.48 bytes per cycle for the IFM, weight and write channels and 6.4 for the scale channel,
+    against 32 for the memory."""
+    arch, sram = architecture_of(target), sram_of(target)
+    f32 = np.float32  # regor computes it in single precision, which its callers' truncations see
+    if channel is MemChannel.WRITE:
+        outstanding, latency, read_buffers = sram.max_writes, sram.write_latency, f32(np.inf)
+    else:
+        outstanding, latency = sram.max_reads, sram.read_latency
+        read_buffers = f32(arch.channel_read_buffers[channel - 1]) / f32(max(sram.burst_bytes // 16, 1))
+    transactions = min(read_buffers, f32(outstanding * sram.ports * 0.8))
+    return float(min(f32(sram.bandwidth), f32(float(f32(sram.burst_bytes) * transactions / f32(latency)) * 0.8)))
+
+
+def u85_access_cycles(target: str, transfers: dict[MemChannel, int]) -> int:
+    """`EthosU85Performance::MeasureAccessCycles` of an op group whose transfers (bytes per channel) all go to the
+    SRAM: the larger of all its bytes over the memory's bandwidth and each channel's bytes over the channel's
+    (`channel_bandwidth`), in regor's single precision."""
+    f32 = np.float32
+    total = sum(transfers.values())
+    slowest = max((int(f32(n) / f32(channel_bandwidth(target, c))) for c, n in transfers.items()), default=0)
+    return max(int(f32(total) / f32(sram_of(target).bandwidth)), slowest)
 
 
 # ---------------------------------------------------------------- Ethos-U85 transposes
@@ -951,23 +1033,6 @@ def element_access(target: str, ifm_shape: Shape3, ofm_shape: Shape3, kernel: Ke
 U85_HALF_THROUGHPUT = frozenset({(1, 0, 2), (1, 2, 0), (2, 1, 0)})
 """The 3D permutations that move H to W or W to H (regor's NWHC, NWCH, NCWH): Ethos-U85's output unit runs them at
 half its throughput (`GetActivationCyclesPerElement`)."""
-
-
-def channel_bandwidth(target: str, write: bool) -> float:
-    """`EthosU85Performance::ChannelBW` of target's SRAM, in bytes per cycle, for the IFM read channel or the write
-    channel: the memory's bandwidth, or less where its latency over the transactions in flight (80% of its maximum,
-    at most the channel's read buffers in bursts) limits it: 20.48 bytes per cycle for the SRAM of Vela's Ethos-U85
-    system configs, against 32 for the memory."""
-    arch, sram = architecture_of(target), sram_of(target)
-    f32 = np.float32  # regor computes it in single precision, which its callers' truncations see
-    if write:
-        outstanding, latency, read_buffers = sram.max_writes, sram.write_latency, f32(np.inf)
-    else:
-        ifm_channel = 4  # MemChannel::IFM, less one: channelRBs has no entry for MemChannel::None
-        outstanding, latency = sram.max_reads, sram.read_latency
-        read_buffers = f32(arch.channel_read_buffers[ifm_channel]) / f32(max(sram.burst_bytes // 16, 1))
-    transactions = min(read_buffers, f32(outstanding * sram.ports * 0.8))
-    return float(min(f32(sram.bandwidth), f32(float(f32(sram.burst_bytes) * transactions / f32(latency)) * 0.8)))
 
 
 @functools.lru_cache(maxsize=CACHED_SHAPES)
@@ -1012,16 +1077,10 @@ def u85_transpose_cycles(target: str, shape3: Shape3, perm3: Shape3, element_byt
     ofm_write = sram.write_latency + int(_memory_transfer(False, config.ofm_block, out, arch.cores, sram, brick_out, None, element_bytes) / sram.bandwidth)
     npu = _block_op_cycles(mac, output, blocks, ifm_read, ofm_write)
 
-    stored = lambda depth, brick: _round_away(depth, 16) if brick else depth  # noqa: E731  (NHCWB16 stores depths in 16s)
+    stored = _stored_depth
     ofm_blocks = math.ceil(out[0] / ofm_block[0]) * math.ceil(out[1] / ofm_block[1])
     ifm_block = config.ifm_block
     fetched = min(shape3[0], ifm_block[0]) * min(shape3[1], ifm_block[1]) * stored(shape3[2], brick_in) * ofm_blocks  # elements: regor scales them, not bytes
     reads = _memory_transfer(True, ifm_block, shape3, arch.cores, sram, brick_in, fetched, element_bytes)
     writes = _memory_transfer(False, config.ofm_block, out, arch.cores, sram, brick_out, out[0] * out[1] * stored(out[2], brick_out), element_bytes)
-    f32 = np.float32
-    access = max(
-        int(f32(reads + writes) / f32(sram.bandwidth)),
-        int(f32(reads) / f32(channel_bandwidth(target, False))),
-        int(f32(writes) / f32(channel_bandwidth(target, True))),
-    )
-    return npu, access
+    return npu, u85_access_cycles(target, {MemChannel.IFM: reads, MemChannel.WRITE: writes})

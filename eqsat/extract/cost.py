@@ -73,8 +73,13 @@ class CostModel(Protocol):
         """The cost of an ADD, SUB or MUL term whose pass reads int32 operands (its input rescales run alone) or not,
         and has a CLAMP fused into it or not."""
 
-    def chained_op(self, primary: Term, out: TensorType | None, args: list[TensorType | None]) -> float:
-        """What an ADD, SUB or MUL chained into the op group of the convolution primary adds to that group's layer."""
+    def chained_op(self, primary: Term, out: TensorType | None, args: list[TensorType | None], bricks: tuple[bool, bool]) -> float:
+        """What an ADD, SUB or MUL chained into the op group of the convolution primary adds to that group's layer, its
+        input and the group's output in brick format or NHWC as bricks says."""
+
+    def convolution(self, term: Term, out: TensorType | None, args: list[TensorType | None], bricks: tuple[bool, bool]) -> float:
+        """The cost of a convolution term whose input or written output is stored in NHWC (bricks: whether each is in
+        brick format)."""
 
     def boundary_transpose(self, term: Term, out: TensorType | None, args: list[TensorType | None], brick_in: bool, brick_out: bool) -> float:
         """The cost of a TRANSPOSE term that reads a graph input (not brick_in) or writes a graph output (not
@@ -84,9 +89,11 @@ class CostModel(Protocol):
         """The cost of a CLAMP to out that no op fuses as its activation (a layer of its own), reading and writing
         brick format (NHCWB16, between two NPU ops) or NHWC (a graph input or output)."""
 
-    def transposed_write(self, primary: Term, out: TensorType | None, args: list[TensorType | None], transpose: tuple[int, int, int]) -> float:
+    def transposed_write(
+        self, primary: Term, out: TensorType | None, args: list[TensorType | None], transpose: tuple[int, int, int], bricks: tuple[bool, bool]
+    ) -> float:
         """What writing the convolution primary's output transposed by transpose (of its height, width and channels)
-        adds to its layer."""
+        adds to its layer, its input and the transposed output in brick format or NHWC as bricks says."""
 
     def running_transposes_of(self, graph: Graph) -> CostModel:
         """This model, for which every transpose configuration that graph has runs on the target (the graph the
@@ -194,8 +201,11 @@ def layer_cycles(layer: Layer, g: LiveGraph, term_cost: Callable[[Hashable, Term
     if kind is LayerKind.OUTPUT_RESCALE_ALONE:
         return model.standalone_rescale(*args)
     if kind is LayerKind.CHAINED_OP:
-        (primary,) = args
-        return model.chained_op(g.terms[primary], g.type_of(primary), [g.type_of(a) for a in g.terms[primary].args])
+        primary, bricks = args
+        return model.chained_op(g.terms[primary], g.type_of(primary), [g.type_of(a) for a in g.terms[primary].args], bricks)
+    if kind is LayerKind.CONVOLUTION:
+        value = layer.value
+        return model.convolution(g.terms[value], g.type_of(value), [g.type_of(a) for a in g.terms[value].args], *args)
     if kind is LayerKind.BOUNDARY_TRANSPOSE:
         term = g.terms[layer.value]
         return model.boundary_transpose(term, g.type_of(layer.value), [g.type_of(a) for a in term.args], *args)
@@ -210,8 +220,8 @@ def layer_cycles(layer: Layer, g: LiveGraph, term_cost: Callable[[Hashable, Term
     if kind is LayerKind.CLAMP_ALONE:
         return model.standalone_clamp(*args)
     if kind is LayerKind.TRANSPOSED_WRITE:
-        primary, transpose = args
-        return model.transposed_write(g.terms[primary], g.type_of(primary), [g.type_of(a) for a in g.terms[primary].args], transpose)
+        primary, transpose, bricks = args
+        return model.transposed_write(g.terms[primary], g.type_of(primary), [g.type_of(a) for a in g.terms[primary].args], transpose, bricks)
     raise ValueError(f"no price for a layer of kind {kind!r}")
 
 

@@ -63,7 +63,7 @@ class LayerKind(StrEnum):
     """An output RESCALE (from int32) that no producer fuses; args: (the int32 accumulator's type,)."""
     CHAINED_OP = "chained op"
     """An ADD, SUB or MUL chained into a convolution's op group (Ethos-U85): what it adds to the convolution's
-    layer; args: (the convolution's value,)."""
+    layer; args: (the convolution's value, whether its input and the group's output are in brick format)."""
     BOUNDARY_TRANSPOSE = "boundary transpose"
     """A TRANSPOSE that reads a graph input or writes a graph output, that side in NHWC; args: (whether it reads
     brick format, whether it writes it)."""
@@ -76,9 +76,13 @@ class LayerKind(StrEnum):
     REDUCE_OVER_CHANNELS = "reduce over channels"
     """That REDUCE_SUM, run over the innermost axis of the transposed 3D tensor; args: (that tensor's type, the
     output's type)."""
+    CONVOLUTION = "convolution"
+    """A CONV2D or DEPTHWISE_CONV2D (Ethos-U85) whose input or written output is stored in NHWC; args: (whether
+    each is in brick format,)."""
     TRANSPOSED_WRITE = "transposed write"
     """A TRANSPOSE fused into a convolution's op group (Ethos-U85): what writing the convolution's output so
-    transposed adds to its layer; args: (the convolution's value, the permutation of its height, width and channels)."""
+    transposed adds to its layer; args: (the convolution's value, the permutation of its height, width and channels,
+    whether its input and the transposed output are in brick format)."""
 
 
 class Layer(NamedTuple):
@@ -408,7 +412,8 @@ def transposed_convolution_writes(g: LiveGraph, folded: Iterable[Hashable]) -> d
     for value in folded:
         conv = _convolution_behind(g, g.terms[value].args[0])
         if conv is not None and opaque_name(g.terms[conv]) in TRANSPOSE_WRITING_OPS:
-            layers[value] = Layer(value, LayerKind.TRANSPOSED_WRITE, (conv, _written_permutation(g, value)))
+            bricks = convolution_bricks(g, conv, written_by_group(g, value))
+            layers[value] = Layer(value, LayerKind.TRANSPOSED_WRITE, (conv, _written_permutation(g, value), bricks))
     return layers
 
 
@@ -667,7 +672,8 @@ def reduce_sums_over_channels(g: LiveGraph) -> dict[Hashable, list[Layer]]:
         conv, written = _convolution_behind(g, read), _reduce_written_order(x.shape, axis)
         alone = _only_reader(g, read) == (value if read == term.args[0] else term.args[0])  # `CanPack`: one reader
         if g.model.folds_transpose_into_producer and alone and conv is not None and written is not None and opaque_name(g.terms[conv]) in TRANSPOSE_WRITING_OPS:
-            layers[value] = [Layer(value, LayerKind.TRANSPOSED_WRITE, (conv, written)), summed]  # the convolution writes it transposed
+            bricks = (convolution_bricks(g, conv, value)[0], True)  # the transposed sum's input, between two NPU ops
+            layers[value] = [Layer(value, LayerKind.TRANSPOSED_WRITE, (conv, written, bricks)), summed]  # the convolution writes it transposed
             continue
         brick_out = dtype != "torch.int32"
         layers[value] = [Layer(value, LayerKind.REDUCE_TRANSPOSE, (shape3, not stored_in_nhwc(g, read, [shape3.shape]), brick_out)), summed]
@@ -1125,9 +1131,44 @@ def chained_elementwise(g: LiveGraph) -> dict[Hashable, tuple[Layer, list[Hashab
             if primary is None:
                 continue
             if readers_behind_removed_reshapes(g, source)[1] == 1 and drops_leading_ones_only(g.type_of(source), g.type_of(output)):
-                chained[value] = (Layer(value, LayerKind.CHAINED_OP, (primary,)), [*operands, output])
+                bricks = convolution_bricks(g, primary, written_by_group(g, output))
+                chained[value] = (Layer(value, LayerKind.CHAINED_OP, (primary, bricks)), [*operands, output])
                 break
     return chained
+
+
+def convolution_bricks(g: LiveGraph, conv: Hashable, written: Hashable) -> tuple[bool, bool]:
+    """Whether Vela stores the input of the convolution conv, and the tensor written its op group writes, in brick
+    format (`stored_in_nhwc`). A SLICE in front of it is read through (regor fuses it into the convolution's read,
+    `ifm_slice`): the tensor it slices is the one stored."""
+    source = g.terms[conv].args[0]
+    if (term := g.terms.get(source)) is not None and term.op == "Slice":
+        source = term.args[0]
+    return not stored_in_nhwc(g, source), not stored_in_nhwc(g, written)
+
+
+def convolutions_in_nhwc(g: LiveGraph, chained: dict[Hashable, tuple[Layer, list[Hashable]]]) -> dict[Hashable, Layer]:
+    """The CONV2Ds and DEPTHWISE_CONV2Ds whose input, or the output their op group writes (a chained op's, when one is
+    chained into it), Vela stores in NHWC (`convolution_bricks`), on Ethos-U85: each a layer priced in those formats
+    (`CONVOLUTION`, `VelaCalibratedCost.convolution`); every other convolution reads and writes brick format.
+
+    regor's estimator reads an NHWC IFM in bursts of one position's channels and writes an NHWC OFM of up to 16
+    channels in bursts of at most 16 bytes per core (`EstimateMemoryTransfer`), over the IFM channel's bandwidth
+    rather than the memory's (`MeasureAccessCycles`): resnet8's 3x3 stride-2 convolution of a (32, 32, 8) map that a
+    1x1 stride-2 convolution reads as a (31, 31) window costs 2800 cycles on Ethos-U85-2048, 1662 of them NPU
+    cycles (tests/extract/test_layers.py)."""
+    if vela_cost.target_family(g.model.target) not in vela_cost.ACCESS_COMPUTED:
+        return {}
+    written_by_chain = {layer.args[0]: written_by_group(g, fused[-1]) for layer, fused in chained.values()}
+    layers = {}
+    for value, term in g.terms.items():
+        if term.op != "Opaque" or opaque_name(term) not in CHAIN_PRIMARY_OPS or not term.args:
+            continue
+        written = written_by_chain.get(value) or written_by_group(g, _convolution_group_end(g, value))
+        bricks = convolution_bricks(g, value, written)
+        if bricks != (True, True):
+            layers[value] = Layer(value, LayerKind.CONVOLUTION, (bricks,))
+    return layers
 
 
 # ---------------------------------------------------------------- the layers of a graph
@@ -1151,6 +1192,7 @@ DECISIONS = (
     output_rescales_alone,
     elementwise_passes,
     chained_elementwise,
+    convolutions_in_nhwc,
 )
 """Every decision `form_layers` takes, in the order docs/cost_model.md lists them (`decisions_markdown`)."""
 
@@ -1159,6 +1201,7 @@ def form_layers(g: LiveGraph) -> list[Layer]:
     """The layers Vela runs for g, in the graph's order: for each value, what the decisions above make of its op."""
     folded = folded_transposes(g)
     chained = chained_elementwise(g)
+    convolutions = convolutions_in_nhwc(g, chained)
     without_layer = {*folded, *fused_tables(g), *removed_accumulator_reshapes(g), *(v for _, fused in chained.values() for v in fused)}
     slices, copied = set(narrow_slices(g)), set(copied_slices(g))
     transposing = transposing_slice_copies(g, folded)
@@ -1198,6 +1241,8 @@ def form_layers(g: LiveGraph) -> list[Layer]:
             layers.append(clamps[value])
         elif value in reduce_sums:
             layers.extend(reduce_sums[value])
+        elif value in convolutions:
+            layers.append(convolutions[value])
         else:
             layers.append(Layer(value, LayerKind.OP))
         if value in alone:

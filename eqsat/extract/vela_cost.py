@@ -160,7 +160,7 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from eqsat.configuration import ACCELERATORS, Configuration, Generation
+from eqsat.configuration import ACCELERATORS, Configuration, Generation, constants_beside_feature_maps
 from eqsat.extract import blocks
 from eqsat.ir import MAX_RANK, Graph, TensorType, Term, window_of
 
@@ -595,7 +595,8 @@ def conv_block_features(
     kernel: tuple[int, int],
     depthwise: bool,
     target: str,
-    brick: bool = True,
+    brick_in: bool = True,
+    brick_out: bool = True,
     transpose: blocks.Shape3 = blocks.UNPERMUTED,
 ) -> dict[str, float]:
     """A CONV2D's or DEPTHWISE_CONV2D's work over the block configuration Vela's search picks for it, for NHWC x and
@@ -604,10 +605,15 @@ def conv_block_features(
     again per OFM block, in full bursts) and its weights, biases and scales read again per OFM block position
     (`weight_reads`, `scale_reads`; `blocks.element_access`).
 
+    On Ethos-U85 (`ACCESS_COMPUTED`) also its memory-access cycles as Vela's estimator computes them
+    (`access_cycles`, `conv_access_cycles`), and those of its op group with an elementwise op chained into it
+    (`chained_access_cycles`).
+
     Its feature maps are stored as Vela stores those between two NPU ops: in brick format (NHCWB16, regor
     compiler/scheduler.cpp: every feature map not read or written by the CPU, a graph input or output, unless a
-    reader or writer needs it linear), unless brick is False (NHWC). A 1x1 convolution of 32 to 32 channels over
-    25x5 positions costs 842 cycles between two others on Ethos-U85-2048, 1155 alone (graph input to output).
+    reader or writer needs it linear), unless brick_in (its input) or brick_out (its output) is False (NHWC). A 1x1
+    convolution of 32 to 32 channels over 25x5 positions costs 842 cycles between two others on Ethos-U85-2048, 1155
+    alone (graph input to output).
 
     As Vela runs it: a 1x1 convolution of stride 1 over a batch as one convolution over all its positions
     (`fully_connected_shape`); any other once per batch index (scheduler_decompose.cpp, "Decompose Batching"),
@@ -632,18 +638,64 @@ def conv_block_features(
             runs *= ofm[axis]
             ifm[axis], ofm[axis], strides[axis] = k, 1, 1
     query = (target, tuple(ifm), tuple(ofm), blocks.Kernel(kernel[0], kernel[1], *strides), depthwise)
-    estimate = blocks.mac_op_cycles(*query, brick, transpose=transpose)
-    access = blocks.element_access(*query, brick, transpose=transpose)
-    chained = {}
-    if target_family(target) in ELEMENTWISE_CHAINED and transpose == blocks.UNPERMUTED:  # an elementwise op chained into it
-        chained_output = blocks.u85_chained_output_cycles(target, _bytes(x))  # it writes what the convolution reads: int8, or int16 (a16w8)
-        chained["chained_block_cycles"] = float(runs * blocks.mac_op_cycles(*query, brick, chained_output))
-    return chained | {
+    estimate = blocks.mac_op_cycles(*query, brick_in, brick_out, transpose=transpose)
+    access = blocks.element_access(*query, brick_in, brick_out, transpose=transpose)
+    features = {
         "block_cycles": float(runs * estimate),
         "feature_map_bytes": float(runs * access.feature_maps),
         "weight_reads": float(runs * access.refetches * elements(weights)) if weights is not None else 0.0,
         "scale_reads": float(runs * access.refetches * ofm[2]),
     }
+    run_weights = kernel[0] * kernel[1] * (1 if depthwise else ifm[2]) * ofm[2]
+    computed = target_family(target) in ACCESS_COMPUTED
+    if computed:
+        features["access_cycles"] = float(runs * conv_access_cycles(target, access, run_weights))
+    if target_family(target) in ELEMENTWISE_CHAINED and transpose == blocks.UNPERMUTED:  # an elementwise op chained into it
+        chained_output = blocks.u85_chained_output_cycles(target, _bytes(x))  # it writes what the convolution reads: int8, or int16 (a16w8)
+        # regor estimates the group's NPU cycles over the convolution's own OFM, kept in brick format in the chaining
+        # buffer; the chained op writes the group's output (brick_out), which the access side counts
+        features["chained_block_cycles"] = float(runs * blocks.mac_op_cycles(*query, brick_in, True, chained_output))
+        if computed:  # its other operand, of the group's output shape, read in brick format
+            operand = blocks.chained_operand_bytes(*query, brick_out, tuple(ofm), True)
+            features["chained_access_cycles"] = float(runs * conv_access_cycles(target, access, run_weights, operand))
+    return features
+
+
+ACCESS_COMPUTED = frozenset({Generation.U85})
+"""The target generations whose convolutions' memory-access cycles are computed as Vela's estimator computes them
+(`conv_access_cycles`), where the memory mode keeps the constants beside the feature maps
+(`VelaCalibratedCost.computes_access`); elsewhere they are fitted (the family's `access` pieces)."""
+
+ENCODED_WEIGHT_BYTES = (1.06, 462.0)
+"""The bytes Vela's weight encoder writes for a convolution's int8 weights, per weight and per convolution: its size
+depends on the weights' values (regor's mlw_codec compresses them) and on the weight format the scheduler picks, so
+it is estimated. Least squares over the 36 CONV2Ds of resnet8, tds-conv1d and emg-conv1d-stem on Ethos-U85-256 and
+-2048 (Vela's debug database, `weight_total_bytes`): mean error 263 bytes, at most 1317; at 32 bytes per cycle,
+8 and 41 access cycles per read of the weights."""
+
+SCALE_BYTES_PER_CHANNEL = 10
+"""The bytes Ethos-U85's encoded bias and scale take per output channel (a 40-bit bias, a 32-bit scale and an
+8-bit shift), as Vela's debug database counts them (`SramScales_read`)."""
+
+
+def conv_access_cycles(target: str, access: blocks.ElementAccess, weights: int, chained_operand: int = 0) -> int:
+    """`EthosU85Performance::MeasureAccessCycles` of a CONV2D or DEPTHWISE_CONV2D on Ethos-U85, everything in the
+    SRAM: its IFM on the IFM channel, its OFM (or the chained op's) on the write channel, its encoded weights
+    (`ENCODED_WEIGHT_BYTES`) and its biases and scales on their own channels, each read once per OFM block position
+    (`blocks.element_access`), and a chained elementwise op's other operand on the IFM stream channel
+    (`blocks.u85_access_cycles`). Equal to Vela's SRAM access cycles, given the encoded weight size, on the
+    convolutions of tests/extract/test_blocks.py."""
+    channels = blocks.MemChannel
+    encoded = ENCODED_WEIGHT_BYTES[0] * weights + ENCODED_WEIGHT_BYTES[1]
+    transfers = {
+        channels.IFM: access.ifm_bytes,
+        channels.WRITE: access.ofm_bytes,
+        channels.WEIGHT: int(access.refetches * encoded),
+        channels.SCALE: access.refetches * access.scales * SCALE_BYTES_PER_CHANNEL,
+    }
+    if chained_operand:
+        transfers[channels.IFM_STREAM] = chained_operand
+    return blocks.u85_access_cycles(target, transfers)
 
 
 def ofm_microblock(target: str) -> tuple[int, int, int]:
@@ -686,19 +738,20 @@ def _opaque_config(
     target: str,
     window: tuple[int, int] | None = None,
     transpose: blocks.Shape3 = blocks.UNPERMUTED,
+    bricks: tuple[bool, bool] = (True, True),
 ) -> OpConfig:
     op = short_op_name(name)
     weight = args[1] if len(args) > 1 else None
     if op == "CONV2D" and weight is not None and len(weight.shape) == 4:  # OHWI
         kernel = (weight.shape[1], weight.shape[2])
         features = _conv_features(out, args, math.prod(weight.shape[1:]), stride_splits(args[0], kernel, out))
-        return OpConfig("conv2d", features | conv_block_features(args[0], out, weight, kernel, False, target, transpose=transpose))
+        return OpConfig("conv2d", features | conv_block_features(args[0], out, weight, kernel, False, target, *bricks, transpose=transpose))
     if op == "DEPTHWISE_CONV2D" and weight is not None and len(weight.shape) == 4:  # HWCM
         kernel = (weight.shape[0], weight.shape[1])
         features = _conv_features(out, args, math.prod(kernel), stride_splits(args[0], kernel, out))
         if weight.shape[2] == 1 and weight.shape[3] > 1:  # one input channel: a CONV2D to the multiplier's channels
-            return OpConfig("conv2d", features | conv_block_features(args[0], out, weight, kernel, False, target, transpose=transpose))
-        return OpConfig("depthwise_conv2d", features | conv_block_features(args[0], out, weight, kernel, True, target, transpose=transpose))
+            return OpConfig("conv2d", features | conv_block_features(args[0], out, weight, kernel, False, target, *bricks, transpose=transpose))
+        return OpConfig("depthwise_conv2d", features | conv_block_features(args[0], out, weight, kernel, True, target, *bricks, transpose=transpose))
     if op == "MATMUL" and args and args[0] is not None:
         return OpConfig("matmul", _conv_features(out, args, args[0].shape[-1]))
     if op == "convolution" and weight is not None and len(weight.shape) == 4:  # aten: NCHW, weights O, I/groups, KH, KW
@@ -757,9 +810,17 @@ def _elementwise_config(name: str, out: TensorType | None, args: list[TensorType
     return OpConfig(f"generic/{dtype_name(out)}", _basic(out))
 
 
-def op_config(term: Term, out: TensorType | None, args: list[TensorType | None], target: str, transpose: blocks.Shape3 = blocks.UNPERMUTED) -> OpConfig:
+def op_config(
+    term: Term,
+    out: TensorType | None,
+    args: list[TensorType | None],
+    target: str,
+    transpose: blocks.Shape3 = blocks.UNPERMUTED,
+    bricks: tuple[bool, bool] = (True, True),
+) -> OpConfig:
     """The calibration family and features of one term on target (the one place that decides it); a convolution's
-    with its output written transposed by transpose (`conv_block_features`)."""
+    with its output written transposed by transpose, its input and output stored in brick format or NHWC as bricks
+    says (`conv_block_features`)."""
     if term.op == "Reshape":
         return FREE
     if term.op == "Transpose":
@@ -778,7 +839,7 @@ def op_config(term: Term, out: TensorType | None, args: list[TensorType | None],
     if term.op == "Elementwise":
         return _elementwise_config(name, out, args)
     # Reduce and Table: priced as the opaque op they were read from (the key names it)
-    return _opaque_config(name, out, args, target, window_of(term.attrs[0]), transpose)
+    return _opaque_config(name, out, args, target, window_of(term.attrs[0]), transpose, bricks)
 
 
 # ---------------------------------------------------------------- the model
@@ -795,10 +856,14 @@ def _linear(model: dict, features: dict[str, float]) -> float:
 
 
 def npu_and_access(model: dict, config: OpConfig) -> list[tuple[float, float]]:
-    """Per pass of config, a family's fitted (NPU cycles, memory-access cycles); the access model is
-    the largest of its linear pieces, and 0 for families fitted on `Op Cycles` alone."""
+    """Per pass of config, a family's fitted NPU cycles and its memory-access cycles: computed where the features
+    carry them (`access_cycles`, `conv_block_features`), else the largest of the family's fitted linear pieces, and 0
+    for families fitted on `Op Cycles` alone."""
     pieces = model["access"]["pieces"] if "access" in model else []
-    return [(_linear(model, part), max((_linear(p, part) for p in pieces), default=0.0)) for part in config.passes or (config.features,)]
+    return [
+        (_linear(model, part), part["access_cycles"] if "access_cycles" in part else max((_linear(p, part) for p in pieces), default=0.0))
+        for part in config.passes or (config.features,)
+    ]
 
 
 def op_cycles(model: dict, config: OpConfig) -> float:
@@ -875,6 +940,9 @@ class VelaCalibratedCost:
         self.unit = f"estimated inference cycles (Vela {self.data['vela_version']} cycles_total calibration)"
         self._models = self.data["models"]
         self.folds_transpose_into_producer = bool(self.data.get("folds_transpose_into_producer", False))
+        self.computes_access = target_family(self.target) in ACCESS_COMPUTED and constants_beside_feature_maps(self.configuration)
+        """Whether a convolution's memory access is computed (`conv_access_cycles`): on a generation that
+        `ACCESS_COMPUTED` names, where the constants sit beside the feature maps; else it is fitted."""
         self._feasibility = {_feasibility_key(*json.loads(k)): v for k, v in self.data.get("transpose_feasibility", {}).items()}
         self._copies: dict[TensorType | None, float] = {}
         """batched_copies of each tensor type asked for: whole-graph costs ask for the same few types on every evaluation."""
@@ -1036,20 +1104,27 @@ class VelaCalibratedCost:
             value = self._binary_ops[key] = self.cost_of(op_config(term, out, args, self.target), reads_int32, clamped)
             return value
 
-    def chained_op(self, primary: Term, out: TensorType | None, args: list[TensorType | None]) -> float:
-        """What an ADD, SUB or MUL chained into the convolution primary (its output out, its operands args) adds to
-        the convolution's layer: the layer priced with the op's output cycles added to the convolution's
-        (`chained_block_cycles`: `EstimateAOCyclesPerElement` sums them over the group), less the layer alone.
-        The access side is left as it is: on the Vela-checked groups of tests/extract/test_layers.py the group's
-        access cycles are the convolution's alone on most, and below or above them on others (the chained op's output
-        write replaces the convolution's, and its other operand's read is counted in another channel)."""
-        config = op_config(primary, out, args, self.target)
+    def chained_op(self, primary: Term, out: TensorType | None, args: list[TensorType | None], bricks: tuple[bool, bool] = (True, True)) -> float:
+        """What an ADD, SUB or MUL chained into the convolution primary (its output out, its operands args, its input
+        and the group's output in brick format or NHWC as bricks says) adds to the convolution's layer: the layer
+        priced with the op's output cycles added to the convolution's (`chained_block_cycles`:
+        `EstimateAOCyclesPerElement` sums them over the group) and, where computed, the op's other operand read
+        besides (`chained_access_cycles`), less the layer alone."""
+        config = op_config(primary, out, args, self.target, bricks=bricks)
         chained = config.features.get("chained_block_cycles")
         if chained is None:
             return 0.0
-        return self.cost_of(OpConfig(config.family, config.features | {"block_cycles": chained})) - self.cost_of(config)
+        access = {"access_cycles": config.features["chained_access_cycles"]} if "chained_access_cycles" in config.features else {}
+        return self.cost_of(OpConfig(config.family, config.features | {"block_cycles": chained} | access)) - self.cost_of(config)
 
-    def transposed_write(self, primary: Term, out: TensorType | None, args: list[TensorType | None], transpose: blocks.Shape3) -> float:
+    def convolution(self, term: Term, out: TensorType | None, args: list[TensorType | None], bricks: tuple[bool, bool]) -> float:
+        """A CONV2D or DEPTHWISE_CONV2D term whose input or output Vela stores in NHWC (bricks: whether each is in
+        brick format; `layers.convolutions_reading_or_writing_nhwc`)."""
+        return self.cost_of(op_config(term, out, args, self.target, bricks=bricks))
+
+    def transposed_write(
+        self, primary: Term, out: TensorType | None, args: list[TensorType | None], transpose: blocks.Shape3, bricks: tuple[bool, bool] = (True, True)
+    ) -> float:
         """What writing the output of the convolution primary transposed by transpose (a TRANSPOSE fused into its op
         group, `layers.transposed_convolution_writes`) adds to its layer: the layer priced with the block cycles and
         feature-map bytes of that write (`conv_block_features`), less the layer alone; at least 0. Vela's NPU cycles of
@@ -1057,7 +1132,7 @@ class VelaCalibratedCost:
         convolution's on some (an (8, 32, 32) 1x1 convolution on Ethos-U85-256 writing (0, 2, 3, 1): 4512, alone
         4960); taken as negative, such a price would let extraction prefer a graph for the transposes it adds."""
         plain = op_config(primary, out, args, self.target)
-        written = op_config(primary, out, args, self.target, transpose)
+        written = op_config(primary, out, args, self.target, transpose, bricks)
         return max(0.0, self.cost_of(written) - self.cost_of(plain))
 
     def cost_of(self, config: OpConfig, reads_int32: bool = False, clamped: bool = False) -> float:
@@ -1069,7 +1144,7 @@ class VelaCalibratedCost:
         model = self._model_for(config.family)
         if model is None:
             return float(config.features.get("elements", 1.0))
-        value = op_cycles(model, config) + elementwise_pass(config, self.target, reads_int32, clamped)
+        value = op_cycles(model, self._priced(config)) + elementwise_pass(config, self.target, reads_int32, clamped)
         extra = config.features.get("with_input_rescales", 0.0)
         if extra:
             rescale = self._model_for("rescale_in/int8")
@@ -1083,8 +1158,15 @@ class VelaCalibratedCost:
         model = self._model_for(config.family) if config.fixed is None else None
         if model is None:
             return False
-        passes = npu_and_access(model, config)
+        passes = npu_and_access(model, self._priced(config))
         return sum(a for n, a in passes if a > n) > sum(n for n, a in passes if a <= n)
+
+    def _priced(self, config: OpConfig) -> OpConfig:
+        """config as this configuration prices it: without the computed access cycles where it fits them instead
+        (`computes_access`)."""
+        if self.computes_access or "access_cycles" not in config.features:
+            return config
+        return OpConfig(config.family, {k: v for k, v in config.features.items() if k != "access_cycles"}, config.fixed, config.transpose, config.passes)
 
     def _model_for(self, family: str) -> dict | None:
         """The fitted model of family, else of the same op for int8, else the CLAMP proxy."""

@@ -108,11 +108,14 @@ def test_a_lone_ethos_u85_transpose_costs_in_vela_what_regors_estimate_says(targ
 
 def test_the_sram_channels_of_ethos_u85_are_slower_than_the_sram():
     """`ChannelBW` in Vela's SYS_DRAM_Mid: 8 transactions in flight on each of 2 ports, 80% used, 64-byte bursts over a
-    32-cycle latency, 80% again: 20.48 bytes per cycle for a read or a write, against the memory's 32."""
+    32-cycle latency, 80% again: 20.48 bytes per cycle for a read or a write, against the memory's 32; the scale
+    channel's 16 read buffers hold 4 bursts: 6.4."""
     sram = blocks.sram_of("ethos-u85-256")
     assert (sram.max_reads, sram.max_writes, sram.ports, sram.bandwidth) == (8, 8, 2, 32.0)
-    assert blocks.channel_bandwidth("ethos-u85-256", write=False) == pytest.approx(20.48)
-    assert blocks.channel_bandwidth("ethos-u85-256", write=True) == pytest.approx(20.48)
+    channels = blocks.MemChannel
+    for channel in (channels.IFM, channels.IFM_STREAM, channels.WEIGHT, channels.WRITE):
+        assert blocks.channel_bandwidth("ethos-u85-256", channel) == pytest.approx(20.48)
+    assert blocks.channel_bandwidth("ethos-u85-256", channels.SCALE) == pytest.approx(6.4)
 
 
 U55_ELEMENTWISE = [
@@ -177,3 +180,50 @@ def test_an_ethos_u55_memory_copy_costs_in_vela_what_regors_estimate_says(target
     copies = [layer for layer in estimate(g.tosa.serialize(), target).layers if layer.operator == "MemoryCopy"]
     assert copies and all(layer.cycles_total == layer.cycles_npu == blocks.u55_memory_copy_cycles(target, shape) for layer in copies)
     assert len(copies) == (2 if source == "concat" else 1)
+
+
+ACCESS_CHAINS = [
+    # (target, the three convolutions' common params): the first reads a graph input (NHWC) and the last writes a graph
+    # output (NHWC); the tensors between them are in brick format
+    ("ethos-u85-128", dict(h=16, w=16, cin=16, cout=16, k=3, stride=1)),
+    ("ethos-u85-256", dict(h=25, w=5, cin=32, cout=32, k=1, stride=1)),
+    ("ethos-u85-512", dict(h=8, w=8, cin=64, cout=64, k=1, stride=1)),  # weights bind
+    ("ethos-u85-1024", dict(h=32, w=32, cin=8, cout=8, k=3, stride=1)),
+    ("ethos-u85-2048", dict(h=32, w=32, cin=8, cout=8, k=3, stride=1)),
+    ("ethos-u85-2048", dict(h=12, w=40, cin=4, cout=4, k=5, stride=1)),  # narrow NHWC bursts
+]
+
+
+@pytest.mark.parametrize("target, conv", ACCESS_CHAINS, ids=str)
+def test_a_convolutions_access_cycles_are_what_regors_estimator_measures(target, conv):
+    """Three chained CONV2Ds: each layer's SRAM access cycles in Vela's debug database are what `u85_access_cycles`
+    computes from `element_access` over the formats Vela stores its feature maps in (NHWC at the graph's input and
+    output, brick format between) and Vela's encoded weight size (`vela_cost.conv_access_cycles` estimates that):
+    the IFM, the OFM, the weights and the scales on their own channels, each layer bound by one of them or by the
+    memory's bandwidth."""
+    from eqsat.calibration.graphs import _conv, _Graph
+    from eqsat.vela import debug_tables
+
+    g = _Graph()
+    y = g.input([1, conv["h"], conv["w"], conv["cin"]], "int8")
+    for role in ("first", "middle", "last"):
+        y, _ = _conv(g, role, y, conv)
+    g.output(y)
+    perf, details = debug_tables(g.tosa.serialize(), target, ["perf", "perf_debug"])
+    access = {row["id"]: int(row["Sram_ac"]) for row in perf if row["operator"] == "Conv2D"}
+    assert len(access) == 3
+    channels = blocks.MemChannel
+    formats = []
+    for row in (r for r in details if r["id"] in access):
+        ifm, ofm = ((int(row[f"{t}_shape_{a}"]) for a in "hwc") for t in ("ifm", "ofm"))
+        bricks = row["ifm_format"] == "NHCWB16", row["ofm_format"] == "NHCWB16"
+        formats.append(bricks)
+        moved = blocks.element_access(target, tuple(ifm), tuple(ofm), blocks.Kernel(conv["k"], conv["k"], conv["stride"], conv["stride"]), False, *bricks)
+        transfers = {
+            channels.IFM: moved.ifm_bytes,
+            channels.WRITE: moved.ofm_bytes,
+            channels.WEIGHT: moved.refetches * int(row["weight_total_bytes"]),
+            channels.SCALE: moved.refetches * moved.scales * 10,
+        }
+        assert blocks.u85_access_cycles(target, transfers) == access[row["id"]]
+    assert formats == [(False, True), (True, True), (True, False)]

@@ -11,7 +11,7 @@ from eqsat.configuration import Generation
 from eqsat.ir import TensorType, Term
 from eqsat.calibration.graphs import SCALES, _attr, _binary, _clamp, _Graph, _rescale
 from eqsat.extract.cost import graph_cost, layer_cycles, term_costs, value_costs
-from eqsat.extract import vela_cost
+from eqsat.extract import blocks, vela_cost
 from eqsat.extract.layers import (
     LayerKind,
     LiveGraph,
@@ -1996,7 +1996,9 @@ def test_an_add_behind_a_convolution_is_chained_into_it_where_vela_chains_it(tar
     ADD into the convolution's layer (0 cycles of its own) unless the convolution's output is also returned; the
     model chains it as Vela does, computes the group's NPU cycles as Vela does (the ADD's output cycles added to the
     convolution's), and prices the layer at Vela's cycles where they bind it (on all but two of these 30 groups the
-    NPU cycles do; there the access cycles, which the model leaves as the convolution's). Ethos-U55 chains nothing."""
+    NPU cycles do), and at Vela's up to what the estimate of the encoded weights can move its access cycles where
+    those bind (the chained op's other operand read on the IFM stream channel and its output written in the group's
+    stead, NHWC as a graph output). Ethos-U55 chains nothing."""
     model = VelaCalibratedCost(target)
     chains = target_family(target) in vela_cost.ELEMENTWISE_CHAINED
     for form in ("chained", "returned"):
@@ -2016,9 +2018,11 @@ def test_an_add_behind_a_convolution_is_chained_into_it_where_vela_chains_it(tar
             (vela_conv,) = [layer for layer in layers if layer.operator == "Conv2D"]
             config = vela_cost.op_config(terms[conv], type_of(conv), [type_of(a) for a in terms[conv].args], target)
             assert config.features["chained_block_cycles"] == vela_conv.cycles_npu
+            costs = value_costs(terms, roots, type_of, model)
             if vela_conv.cycles_npu >= vela_conv.cycles_access:
-                costs = value_costs(terms, roots, type_of, model)
                 assert costs[conv] + costs[add] == pytest.approx(vela_conv.cycles_total)
+            refetches = blocks.element_access(target, (h, w, c), (h, w, c), blocks.Kernel(k, k, 1, 1), False, True, False).refetches
+            assert abs(costs[conv] + costs[add] - vela_conv.cycles_total) <= refetches * 1317 / 20.48 + 1  # the weights' estimate
 
 
 @pytest.mark.parametrize("target", ["ethos-u85-128", "ethos-u85-2048"])
@@ -2039,3 +2043,63 @@ def test_an_add_that_broadcasts_the_convolution_is_not_chained(target):
     (vela_add,) = [layer for layer in estimate(data, target).layers if layer.operator == "Add"]
     assert vela_add.cycles_total > 0
     assert chained_elementwise(LiveGraph.of(terms, roots, type_of, VelaCalibratedCost(target))) == {}
+
+
+def _strided_downsampling() -> bytes:
+    """resnet8's downsampling of a (32, 32, 8) map T (a CLAMP of the graph input): A, a 1x1 stride-2 CONV2D of a (31,
+    31) SLICE of T to 16 channels, then M, a 1x1 CONV2D of 16 to 16 and N, one of 16 to 24, returned; B, a 3x3 stride-2
+    CONV2D of T to 32 channels, returned."""
+    from eqsat.calibration.graphs import _conv
+
+    g = _Graph()
+    shape = [1, 32, 32, 8]
+    t = _clamp(g, "in", g.input(shape, "int8"), shape, "int8")
+    window = g.op("window", ts.Op.SLICE, [t, g.shape_const([0, 0, 0, 0]), g.shape_const([1, 31, 31, 8])], [1, 31, 31, 8], "int8", _attr("SliceAttribute"))
+    a, _ = _conv(g, "a", window, {"h": 31, "w": 31, "cin": 8, "cout": 16, "k": 1, "stride": 2})
+    m, _ = _conv(g, "m", a, {"h": 16, "w": 16, "cin": 16, "cout": 16, "k": 1, "stride": 1})
+    n, _ = _conv(g, "n", m, {"h": 16, "w": 16, "cin": 16, "cout": 24, "k": 1, "stride": 1})
+    b, _ = _conv(g, "b", t, {"h": 32, "w": 32, "cin": 8, "cout": 32, "k": 3, "stride": 2})
+    g.output(n)
+    g.output(b)
+    return g.tosa.serialize()
+
+
+@pytest.mark.parametrize("target", ["ethos-u85-256", "ethos-u85-2048"])
+def test_a_convolution_reading_or_writing_nhwc_is_priced_in_those_formats_as_vela_runs_it(target):
+    """`convolutions_in_nhwc` on `_strided_downsampling`: the window A reads makes Vela store T in NHWC (its writer and
+    a reader see other widths), so A and B read NHWC; B and N write graph outputs (NHWC); M reads and writes brick
+    format and keeps its op's price. Each convolution's formats are the ones Vela's debug database reports, and its
+    price is Vela's `Op Cycles` up to what the estimate of its encoded weights can move it
+    (`vela_cost.ENCODED_WEIGHT_BYTES`: at most 1317 bytes per read of them, over the 20.48 bytes per cycle of the
+    weight channel); priced in brick format instead, B misses by more than a quarter on Ethos-U85-2048."""
+    from eqsat.extract.layers import convolutions_in_nhwc
+    from eqsat.vela import debug_tables
+
+    data = _strided_downsampling()
+    terms, roots, type_of = _read_tosa(data)
+    model = VelaCalibratedCost(target)
+    g = LiveGraph.of(terms, roots, type_of, model)
+    convs = {  # by (input, output) (height, width, channels)
+        (tuple(type_of(t.args[0]).shape[1:]), tuple(type_of(v).shape[1:])): v for v, t in terms.items() if t.op == "Opaque" and "CONV2D" in t.attrs[0]
+    }
+    a, m, n, b = ((31, 31, 8), (16, 16, 16)), ((16, 16, 16), (16, 16, 16)), ((16, 16, 16), (16, 16, 24)), ((32, 32, 8), (16, 16, 32))
+    nhwc = convolutions_in_nhwc(g, {})
+    formats = {key: nhwc[v].args[0] for key, v in convs.items() if v in nhwc}
+    assert formats == {a: (False, True), n: (True, False), b: (False, False)}
+    perf, details = debug_tables(data, target, ["perf", "perf_debug"])
+    cycles = {row["id"]: int(row["op_cycles"]) for row in perf if row["operator"] == "Conv2D"}
+    term_cost = term_costs(model, {v: type_of(v) for v in terms})
+    for row in (r for r in details if r["id"] in cycles):
+        ifm = "ifm_slice" if int(row["ifm_slice_c"]) else "ifm_shape"
+        key = tuple(tuple(int(row[f"{t}_{x}"]) for x in "hwc") for t in (ifm, "ofm_shape"))
+        conv, bricks = convs[key], formats.get(key, (True, True))
+        assert bricks == (row["ifm_format"] == "NHCWB16", row["ofm_format"] == "NHCWB16")
+        term, out, args = terms[conv], type_of(conv), [type_of(x) for x in terms[conv].args]
+        price = model.convolution(term, out, args, bricks)
+        if key == m:
+            assert price == term_cost(conv, term)
+        kernel = blocks.Kernel(args[1].shape[1], args[1].shape[2], int(row["kernel_stride_y"]), int(row["kernel_stride_x"]))
+        refetches = blocks.element_access(target, key[0], key[1], kernel, False, *bricks).refetches
+        assert abs(price - cycles[row["id"]]) <= refetches * 1317 / 20.48 + 1
+        if key == b and target == "ethos-u85-2048":
+            assert abs(model.convolution(term, out, args, (True, True)) - cycles[row["id"]]) > 0.25 * cycles[row["id"]]
