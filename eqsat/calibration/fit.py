@@ -271,6 +271,10 @@ def observations(record: dict, target: str, measure: str = "npu") -> list[Observ
     config = sample_config(sample, target)
     if config.fixed is not None:
         return []
+    if kind == "reduce_sum" and p["axis"] != len(p["shape"]) - 1 and p["shape"][p["axis"]] > 1:
+        # regor sums another axis than the innermost behind a transpose, which layer formation prices on its own
+        # (eqsat.extract.layers.reduce_sums_over_channels): the family is fitted on innermost sums alone
+        return [Observation("isolated/reduce_sum/other-axis", config.features, total, key)]
     return [Observation(config.family, config.features, total, key)]
 
 

@@ -225,6 +225,12 @@ def _grid(target: str, split: str, scale: float) -> list[Sample]:
             add("depthwise_conv2d", h=rng.choice((4, 8, 12, 16, 25)), w=rng.choice((4, 5, 8, 16)), c=rng.choice((8, 16, 24, 32, 64)), k=3, stride=rng.choice((1, 2)))
         for _ in range(n(16)):  # attention-sized matmuls, many heads: Vela charges less per output than on the small maps above
             add("matmul", n=rng.choice((2, 4, 8, 16)), h=rng.choice((32, 64)), c=rng.choice((8, 16, 32, 64)), w=rng.choice((8, 32, 64)))
+    for _ in range(n(16)):  # sums over the innermost axis: what the family prices (a sum over another axis runs behind a transpose)
+        shape = _nhwc(rng, high=65536)
+        if vela_cost.target_family(target) == Generation.U85:
+            add("reduce_sum", shape=shape, axis=3, source="int8")
+        else:
+            add("reduce_sum", shape=shape, axis=3)
     return samples
 
 

@@ -4,7 +4,7 @@ import pytest
 
 from eqsat.calibration.fit import Observation, binding, context_layers, fit_access
 from eqsat.calibration.graphs import serialize_node
-from eqsat.extract.vela_cost import VelaCalibratedCost, _linear
+from eqsat.extract.vela_cost import VelaCalibratedCost, _linear, calibrations
 from eqsat.ir import TensorType, Term
 
 FORM = ("one", "elements", "weights")
@@ -80,3 +80,29 @@ def test_the_joint_fit_subtracts_nothing_more_does_not_fire_without_a_rescale_ru
     known = VelaCalibratedCost("ethos-u85-256").data["models"]
     assert context_layers(_module_record(plain=False), "ethos-u85-256", known) == 0.0
     assert context_layers(_module_record(plain=True, with_operands=False), "ethos-u85-256", known) is None
+
+
+@pytest.mark.parametrize("axis, shape, family", [(3, [1, 4, 8, 16], "reduce_sum"), (1, [1, 4, 8, 16], "isolated/reduce_sum/other-axis"), (1, [1, 1, 8, 16], "reduce_sum")])
+def test_the_sum_family_is_fitted_on_sums_over_the_innermost_axis_alone(axis, shape, family):
+    """A REDUCE_SUM over another axis than the innermost runs behind a transpose in Vela, which layer formation prices
+    as a layer of its own (`layers.reduce_sums_over_channels`): its sample documents, and the family is fitted on the
+    others (a sum over an axis of size 1 is one over the innermost). Refitted so, the family's MAPE on Ethos-U85-256
+    went from 37% to 5%."""
+    from eqsat.calibration.fit import observations
+
+    record = {"status": "ok", "kind": "reduce_sum", "params": {"shape": shape, "axis": axis}, "split": "fit", "roles": {"op": 300}, "cycles": 300}
+    (found,) = observations(record, "ethos-u55-128")
+    assert found.family == family
+
+
+@pytest.mark.parametrize("configuration", [c.name for c in calibrations()])
+def test_each_shipped_sum_family_is_fitted_on_innermost_sums_that_it_explains(configuration):
+    """The shipped REDUCE_SUM family of every calibrated configuration saw at least 20 innermost sums; on Ethos-U85 it
+    explains them (in-sample MAPE 3.5-8.2%, under 15% here; fitted on every axis it was 37% on Ethos-U85-256). On
+    Ethos-U55 (21-31%) regor runs a sum of a tensor with a zero point as a 1x1 CONV2D of ones
+    (`GraphIrOptimiser::RewriteReduceSum`), which the family's features do not separate."""
+    (config,) = [c for c in calibrations() if c.name == configuration]
+    family = VelaCalibratedCost(config).data["models"]["reduce_sum"]
+    assert family["n"] >= 20
+    if config.target.startswith("ethos-u85"):
+        assert family["mape"] < 15
