@@ -147,18 +147,28 @@ def read_vela_ini(configuration: Configuration):
     return ini
 
 
-def memory_mode_of(configuration: Configuration) -> dict[str, str]:
-    """The keys of the configuration's memory mode in its vela.ini, then those of the modes it inherits from (empty
-    when the vela.ini is not there: check_configuration says what is missing)."""
+def _section_values(configuration: Configuration, section: str) -> dict[str, str]:
+    """The keys of a section of the configuration's vela.ini, then those of the sections it inherits from (empty when
+    the vela.ini is not there: check_configuration says what is missing)."""
     try:
         ini = read_vela_ini(configuration)
     except ValueError:
         return {}
-    section, values = f"Memory_Mode.{configuration.memory_mode}", {}
+    values: dict[str, str] = {}
     while ini.has_section(section):
         values = dict(ini.items(section)) | values
         section = ini.get(section, "inherit", fallback="")
     return values
+
+
+def memory_mode_of(configuration: Configuration) -> dict[str, str]:
+    """The keys of the configuration's memory mode in its vela.ini (`_section_values`)."""
+    return _section_values(configuration, f"Memory_Mode.{configuration.memory_mode}")
+
+
+def system_config_of(configuration: Configuration) -> dict[str, str]:
+    """The keys of the configuration's system config in its vela.ini (`_section_values`)."""
+    return _section_values(configuration, f"System_Config.{configuration.system_config}")
 
 
 def constants_beside_feature_maps(configuration: Configuration) -> bool:

@@ -32,18 +32,21 @@ Overview
 - `mac_op_cycles` follows `EstimateMacOpCycles` over that configuration:
   on every calibration sample of Ethos-U85 (Sram_Only) it equals Vela's NPU
   cycles exactly, and on Ethos-U55 where the weights do not bind.
-- `element_access` follows `MeasureElementAccess`: the feature-map bytes and
-  the weight re-reads the block configuration implies.
+- `element_access` follows `MeasureElementAccess` and `ElementTransferToBytes`:
+  the feature-map bytes, in brick format (NHCWB16) or NHWC, and the weight
+  re-reads the block configuration implies; `u85_access_cycles` follows
+  Ethos-U85's `MeasureAccessCycles` over them, channel by channel
+  (`channel_bandwidth`).
 
 Not followed (the fitted coefficients that use these numbers absorb it,
 eqsat/calibration/fit.py): the weights Vela streams in from flash or DRAM
 (`NetworkPerformance::EstimateFullOpPerformance`, weight buffering) and their
-encoded size; the bias reads' latency of a memory other than SRAM; brick
-(NHCWB16) feature maps between ops; sparse weights; 16-bit inputs; dilation;
-an activation fused into the convolution (a CLAMP changes the output unit's
-rate on Ethos-U55, `EstimateAOCyclesPerElement`); a non-default system
-config's SRAM. Each op is searched alone, as Vela searches a layer that no
-cascade shares.
+encoded size (estimated, `vela_cost.ENCODED_WEIGHT_BYTES`); the bias reads'
+latency of a memory other than SRAM; sparse weights; 16-bit inputs;
+dilation; an activation fused into the convolution (a CLAMP changes the
+output unit's rate on Ethos-U55, `EstimateAOCyclesPerElement`); a
+non-default system config's SRAM. Each op is searched alone, as Vela searches
+a layer that no cascade shares.
 """
 
 from __future__ import annotations
@@ -52,8 +55,12 @@ import functools
 import math
 from dataclasses import dataclass
 from enum import IntEnum
+from typing import TYPE_CHECKING
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from eqsat.configuration import Configuration
 
 Shape3 = tuple[int, int, int]
 """(height, width, depth)."""
@@ -771,11 +778,10 @@ ethosu/vela/architecture_features.py `axi_port_bytes_per_cycle`)."""
 
 
 @dataclass(frozen=True)
-class Sram:
-    """The SRAM of a system config, where every memory mode eqsat prices keeps the feature maps: its bandwidth in
-    bytes per cycle (AXI port width times `Sram_ports_used` times `Sram_clock_scale`, as Vela's
-    `memory_bandwidths_per_cycle`), its latencies, its maximum burst length, the transactions it keeps in flight
-    and its ports (vela.ini `Sram_*`)."""
+class Memory:
+    """One memory of a system config: its bandwidth in bytes per cycle (AXI port width times `<memory>_ports_used`
+    times `<memory>_clock_scale`, as Vela's `memory_bandwidths_per_cycle`), its latencies, its maximum burst length,
+    the transactions it keeps in flight and its ports (vela.ini `Sram_*`, `Dram_*`, `OffChipFlash_*`)."""
 
     bandwidth: float
     read_latency: int
@@ -784,30 +790,46 @@ class Sram:
     max_reads: int = 1
     max_writes: int = 1
     ports: int = 1
+    name: str = "Sram"
 
 
 @functools.cache
-def sram_of(target: str) -> Sram:
-    """The SRAM of target's default system config, from the vela.ini that configuration names (a section's keys,
-    then those of the sections it inherits from; Vela's defaults, 1 and 0, for keys it leaves out)."""
-    from eqsat.configuration import Configuration, product, read_vela_ini
+def memory_of(configuration: Configuration, name: str) -> Memory:
+    """The memory name ("Sram", "Dram", "OffChipFlash") of configuration's system config, from the vela.ini it names
+    (Vela's defaults, 1 and 0, for keys it leaves out)."""
+    from eqsat.configuration import product, system_config_of
 
-    configuration = Configuration.of(target)
-    ini = read_vela_ini(configuration)
-    section, values = f"System_Config.{configuration.system_config}", {}
-    while ini.has_section(section):
-        values = dict(ini.items(section)) | values
-        section = ini.get(section, "inherit", fallback="")
-    ports = max(1, int(values.get("sram_ports_used", 1)))
-    return Sram(
-        AXI_PORT_BYTES_PER_CYCLE[product(target)] * ports * float(values.get("sram_clock_scale", 1.0)),
-        int(values.get("sram_read_latency", 0)),
-        int(values.get("sram_write_latency", 0)),
-        int(values.get("sram_burst_length", 1)),
-        int(values.get("sram_max_reads", 1)),
-        int(values.get("sram_max_writes", 1)),
+    values = system_config_of(configuration)
+    key = name.lower()
+    ports = max(1, int(values.get(f"{key}_ports_used", 1)))
+    return Memory(
+        AXI_PORT_BYTES_PER_CYCLE[product(configuration.target)] * ports * float(values.get(f"{key}_clock_scale", 1.0)),
+        int(values.get(f"{key}_read_latency", 0)),
+        int(values.get(f"{key}_write_latency", 0)),
+        int(values.get(f"{key}_burst_length", 1)),
+        int(values.get(f"{key}_max_reads", 1)),
+        int(values.get(f"{key}_max_writes", 1)),
         ports,
+        name,
     )
+
+
+@functools.cache
+def sram_of(target: str) -> Memory:
+    """The SRAM of target's default system config, where every memory mode eqsat prices keeps the feature maps."""
+    from eqsat.configuration import Configuration
+
+    return memory_of(Configuration.of(target), "Sram")
+
+
+@functools.cache
+def constants_memory_of(configuration: Configuration) -> Memory:
+    """The memory configuration's memory mode keeps the constants (weights, biases, scales) in: the one on the AXI
+    port its `const_mem_area` names (vela.ini `axi0_port`, `axi1_port`)."""
+    from eqsat.configuration import memory_mode_of, system_config_of
+
+    area = memory_mode_of(configuration).get("const_mem_area", "Axi0").lower()
+    return memory_of(configuration, system_config_of(configuration).get(f"{area}_port", "Sram"))
 
 
 def _burst(read: bool, block: Shape3, shape: Shape3, cores: int, brick: bool, element_bytes: int = 1) -> int:
@@ -827,7 +849,7 @@ def _burst(read: bool, block: Shape3, shape: Shape3, cores: int, brick: bool, el
 
 
 def _memory_transfer(
-    read: bool, block: Shape3, shape: Shape3, cores: int, sram: Sram, brick: bool, size: int | None = None, element_bytes: int = 1
+    read: bool, block: Shape3, shape: Shape3, cores: int, sram: Memory, brick: bool, size: int | None = None, element_bytes: int = 1
 ) -> int:
     """`EstimateMemoryTransfer` (both architectures) of `size` bytes (default: the block clipped to its tensor) of a
     tensor moved in blocks: scaled up where a burst (`_burst`) is shorter than the SRAM's longest."""
@@ -1001,31 +1023,32 @@ class MemChannel(IntEnum):
     WRITE = 7
 
 
-def channel_bandwidth(target: str, channel: MemChannel) -> float:
-    """`EthosU85Performance::ChannelBW` of target's SRAM, in bytes per cycle, for a channel: the memory's bandwidth,
-    or less where its latency over the transactions in flight (80% of its maximum, for a read channel at most its
-    read buffers in bursts, `U85Architecture.channel_read_buffers`) limits it: for the SRAM of Vela's Ethos-U85
-    system configs 20.48 bytes per cycle for the IFM, weight and write channels and 6.4 for the scale channel,
-    against 32 for the memory."""
-    arch, sram = architecture_of(target), sram_of(target)
+def channel_bandwidth(target: str, channel: MemChannel, memory: Memory | None = None) -> float:
+    """`EthosU85Performance::ChannelBW` of a memory (default: target's SRAM), in bytes per cycle, for a channel: the
+    memory's bandwidth, or less where its latency over the transactions in flight (80% of its maximum, for a read
+    channel at most its read buffers in bursts, `U85Architecture.channel_read_buffers`) limits it: for the SRAM of
+    Vela's Ethos-U85 system configs 20.48 bytes per cycle for the IFM, weight and write channels and 6.4 for the scale
+    channel, against 32 for the memory; for the DRAM of Ethos_U85_SYS_DRAM_Mid, 0.41 for the scales."""
+    arch, memory = architecture_of(target), memory or sram_of(target)
     f32 = np.float32  # regor computes it in single precision, which its callers' truncations see
     if channel is MemChannel.WRITE:
-        outstanding, latency, read_buffers = sram.max_writes, sram.write_latency, f32(np.inf)
+        outstanding, latency, read_buffers = memory.max_writes, memory.write_latency, f32(np.inf)
     else:
-        outstanding, latency = sram.max_reads, sram.read_latency
-        read_buffers = f32(arch.channel_read_buffers[channel - 1]) / f32(max(sram.burst_bytes // 16, 1))
-    transactions = min(read_buffers, f32(outstanding * sram.ports * 0.8))
-    return float(min(f32(sram.bandwidth), f32(float(f32(sram.burst_bytes) * transactions / f32(latency)) * 0.8)))
+        outstanding, latency = memory.max_reads, memory.read_latency
+        read_buffers = f32(arch.channel_read_buffers[channel - 1]) / f32(max(memory.burst_bytes // 16, 1))
+    transactions = min(read_buffers, f32(outstanding * memory.ports * 0.8))
+    return float(min(f32(memory.bandwidth), f32(float(f32(memory.burst_bytes) * transactions / f32(latency)) * 0.8)))
 
 
-def u85_access_cycles(target: str, transfers: dict[MemChannel, int]) -> int:
-    """`EthosU85Performance::MeasureAccessCycles` of an op group whose transfers (bytes per channel) all go to the
-    SRAM: the larger of all its bytes over the memory's bandwidth and each channel's bytes over the channel's
-    (`channel_bandwidth`), in regor's single precision."""
+def u85_access_cycles(target: str, transfers: dict[MemChannel, int], memory: Memory | None = None) -> int:
+    """`EthosU85Performance::MeasureAccessCycles` of the transfers (bytes per channel) an op group makes to one memory
+    (default: target's SRAM): the larger of all its bytes over the memory's bandwidth and each channel's bytes over
+    the channel's (`channel_bandwidth`), in regor's single precision."""
     f32 = np.float32
+    memory = memory or sram_of(target)
     total = sum(transfers.values())
-    slowest = max((int(f32(n) / f32(channel_bandwidth(target, c))) for c, n in transfers.items()), default=0)
-    return max(int(f32(total) / f32(sram_of(target).bandwidth)), slowest)
+    slowest = max((int(f32(n) / f32(channel_bandwidth(target, c, memory))) for c, n in transfers.items()), default=0)
+    return max(int(f32(total) / f32(memory.bandwidth)), slowest)
 
 
 # ---------------------------------------------------------------- Ethos-U85 transposes

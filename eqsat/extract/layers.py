@@ -1138,7 +1138,7 @@ def chained_elementwise(g: LiveGraph) -> dict[Hashable, tuple[Layer, list[Hashab
 
 
 def convolution_bricks(g: LiveGraph, conv: Hashable, written: Hashable) -> tuple[bool, bool]:
-    """Whether Vela stores the input of the convolution conv, and the tensor written its op group writes, in brick
+    """Whether Vela stores the input of the convolution conv, and the tensor its op group writes, in brick
     format (`stored_in_nhwc`). A SLICE in front of it is read through (regor fuses it into the convolution's read,
     `ifm_slice`): the tensor it slices is the one stored."""
     source = g.terms[conv].args[0]

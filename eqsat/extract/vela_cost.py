@@ -109,9 +109,12 @@ What each op costs
   following regor's `FindBlockConfig` and `EstimateMacOpCycles`):
   `block_cycles`, Vela's own NPU estimate of the op run alone (equal to it on
   every Ethos-U85 calibration sample), plus the weights streamed in from
-  flash or DRAM; and for the access side the feature-map bytes and the
-  weight and scale re-reads its blocks imply (`conv_block_features`), its
-  feature maps in the brick format Vela gives those between NPU ops. The fit
+  flash or DRAM; and for the access side, on Ethos-U85 with its constants in
+  the SRAM, the access cycles Vela's estimator computes (`conv_access_cycles`),
+  elsewhere a fit of the feature-map bytes and the weight and scale re-reads
+  its blocks imply (`conv_block_features`), its feature maps in the brick
+  format Vela gives those between NPU ops unless layer formation finds them
+  in NHWC (`eqsat.extract.layers.convolutions_in_nhwc`). The fit
   keeps only a constant and the coefficients of these. A convolution with a
   stride above 3 runs as one convolution per output position along that
   axis (`stride_splits`), each with its fixed cost and its weights. The
@@ -650,6 +653,8 @@ def conv_block_features(
     computed = target_family(target) in ACCESS_COMPUTED
     if computed:
         features["access_cycles"] = float(runs * conv_access_cycles(target, access, run_weights))
+        features["weight_bytes"] = float(runs * access.refetches * encoded_weight_bytes(run_weights))
+        features["scale_bytes"] = float(runs * access.refetches * access.scales * SCALE_BYTES_PER_CHANNEL)
     if target_family(target) in ELEMENTWISE_CHAINED and transpose == blocks.UNPERMUTED:  # an elementwise op chained into it
         chained_output = blocks.u85_chained_output_cycles(target, _bytes(x))  # it writes what the convolution reads: int8, or int16 (a16w8)
         # regor estimates the group's NPU cycles over the convolution's own OFM, kept in brick format in the chaining
@@ -663,8 +668,8 @@ def conv_block_features(
 
 ACCESS_COMPUTED = frozenset({Generation.U85})
 """The target generations whose convolutions' memory-access cycles are computed as Vela's estimator computes them
-(`conv_access_cycles`), where the memory mode keeps the constants beside the feature maps
-(`VelaCalibratedCost.computes_access`); elsewhere they are fitted (the family's `access` pieces)."""
+(`conv_access_cycles`, and `off_chip_constant_access_cycles` where the memory mode keeps the constants in DRAM or
+flash); elsewhere they are fitted (the family's `access` pieces)."""
 
 ENCODED_WEIGHT_BYTES = (1.06, 462.0)
 """The bytes Vela's weight encoder writes for a convolution's int8 weights, per weight and per convolution: its size
@@ -678,6 +683,26 @@ SCALE_BYTES_PER_CHANNEL = 10
 8-bit shift), as Vela's debug database counts them (`SramScales_read`)."""
 
 
+def encoded_weight_bytes(weights: int) -> int:
+    """The estimated size of a convolution's encoded int8 weights (`ENCODED_WEIGHT_BYTES`)."""
+    return int(ENCODED_WEIGHT_BYTES[0] * weights + ENCODED_WEIGHT_BYTES[1])
+
+
+def off_chip_constant_access_cycles(target: str, features: dict[str, float], memory: blocks.Memory) -> int:
+    """The access cycles a CONV2D or DEPTHWISE_CONV2D on Ethos-U85 spends in the memory that holds its constants, when
+    that is not the SRAM (`Shared_Sram`: DRAM; `MeasureAccessCycles`): its biases and scales read once per OFM block
+    position on the scale channel, whose few read buffers make it slow over DRAM's latency (0.41 bytes per cycle on
+    Ethos_U85_SYS_DRAM_Mid), and its encoded weights as often on the weight channel (3.28), as Vela reads them where
+    its scheduler does not buffer them in the SRAM (`Scheduler::ProposeWeightBuffering`; where it does, their
+    transfer overlaps, and the weights bind the layer only if they are many: an upper bound). tds-conv1d's
+    transposed-write convolution reads 64 x 160 bytes of scales: 24999 cycles on ethos-u85-128 with `Shared_Sram`,
+    4204 with `Sram_Only`. Equal to Vela's DRAM access cycles where the scales bind, on the convolutions of
+    tests/extract/test_blocks.py."""
+    channels = blocks.MemChannel
+    transfers = {channels.WEIGHT: int(features["weight_bytes"]), channels.SCALE: int(features["scale_bytes"])}
+    return blocks.u85_access_cycles(target, transfers, memory)
+
+
 def conv_access_cycles(target: str, access: blocks.ElementAccess, weights: int, chained_operand: int = 0) -> int:
     """`EthosU85Performance::MeasureAccessCycles` of a CONV2D or DEPTHWISE_CONV2D on Ethos-U85, everything in the
     SRAM: its IFM on the IFM channel, its OFM (or the chained op's) on the write channel, its encoded weights
@@ -686,11 +711,10 @@ def conv_access_cycles(target: str, access: blocks.ElementAccess, weights: int, 
     (`blocks.u85_access_cycles`). Equal to Vela's SRAM access cycles, given the encoded weight size, on the
     convolutions of tests/extract/test_blocks.py."""
     channels = blocks.MemChannel
-    encoded = ENCODED_WEIGHT_BYTES[0] * weights + ENCODED_WEIGHT_BYTES[1]
     transfers = {
         channels.IFM: access.ifm_bytes,
         channels.WRITE: access.ofm_bytes,
-        channels.WEIGHT: int(access.refetches * encoded),
+        channels.WEIGHT: access.refetches * encoded_weight_bytes(weights),
         channels.SCALE: access.refetches * access.scales * SCALE_BYTES_PER_CHANNEL,
     }
     if chained_operand:
@@ -940,9 +964,8 @@ class VelaCalibratedCost:
         self.unit = f"estimated inference cycles (Vela {self.data['vela_version']} cycles_total calibration)"
         self._models = self.data["models"]
         self.folds_transpose_into_producer = bool(self.data.get("folds_transpose_into_producer", False))
-        self.computes_access = target_family(self.target) in ACCESS_COMPUTED and constants_beside_feature_maps(self.configuration)
-        """Whether a convolution's memory access is computed (`conv_access_cycles`): on a generation that
-        `ACCESS_COMPUTED` names, where the constants sit beside the feature maps; else it is fitted."""
+        self.constants_off_chip = None if constants_beside_feature_maps(self.configuration) else blocks.constants_memory_of(self.configuration)
+        """The memory that holds the constants when it is not the feature maps' (`off_chip_constant_access_cycles`)."""
         self._feasibility = {_feasibility_key(*json.loads(k)): v for k, v in self.data.get("transpose_feasibility", {}).items()}
         self._copies: dict[TensorType | None, float] = {}
         """batched_copies of each tensor type asked for: whole-graph costs ask for the same few types on every evaluation."""
@@ -1162,11 +1185,15 @@ class VelaCalibratedCost:
         return sum(a for n, a in passes if a > n) > sum(n for n, a in passes if a <= n)
 
     def _priced(self, config: OpConfig) -> OpConfig:
-        """config as this configuration prices it: without the computed access cycles where it fits them instead
-        (`computes_access`)."""
-        if self.computes_access or "access_cycles" not in config.features:
+        """config as this configuration prices it: a convolution whose access cycles are computed
+        (`ACCESS_COMPUTED`) takes the slower of the SRAM and the memory holding its constants, where that is not the
+        SRAM (`constants_off_chip`)."""
+        features = config.features
+        if "access_cycles" not in features or self.constants_off_chip is None:
             return config
-        return OpConfig(config.family, {k: v for k, v in config.features.items() if k != "access_cycles"}, config.fixed, config.transpose, config.passes)
+        off_chip = float(off_chip_constant_access_cycles(self.target, features, self.constants_off_chip))
+        features = features | {k: max(features[k], off_chip) for k in ("access_cycles", "chained_access_cycles") if k in features}
+        return OpConfig(config.family, features, config.fixed, config.transpose, config.passes)
 
     def _model_for(self, family: str) -> dict | None:
         """The fitted model of family, else of the same op for int8, else the CLAMP proxy."""

@@ -227,3 +227,45 @@ def test_a_convolutions_access_cycles_are_what_regors_estimator_measures(target,
         }
         assert blocks.u85_access_cycles(target, transfers) == access[row["id"]]
     assert formats == [(False, True), (True, True), (True, False)]
+
+
+@pytest.mark.parametrize("conv", [dict(h=16, w=16, cin=16, cout=16, k=3, stride=1), dict(h=64, w=8, cin=8, cout=8, k=3, stride=1),
+                                  dict(h=8, w=8, cin=64, cout=64, k=1, stride=1), dict(h=32, w=32, cin=8, cout=8, k=3, stride=1)], ids=str)
+def test_a_convolutions_constants_in_dram_cost_the_access_cycles_regors_estimator_measures(conv):
+    """Ethos-U85-128 with `Shared_Sram` keeps the constants in DRAM: each of three chained CONV2Ds reads its scales from
+    there once per OFM block position on the slow scale channel, and its weights on the weight channel where the
+    scheduler does not buffer them. `vela_cost.off_chip_constant_access_cycles`, given Vela's encoded weight size, is
+    Vela's DRAM access cycles where the scales bind or the weights are so read, and above them where buffered weights
+    would have bound (an upper bound); the scales bind on most of these layers."""
+    from eqsat.calibration.graphs import _conv, _Graph
+    from eqsat.configuration import Configuration
+    from eqsat.extract import vela_cost
+    from eqsat.vela import debug_tables
+
+    target = "ethos-u85-128"
+    configuration = Configuration.of(target, "Ethos_U85_SYS_DRAM_Mid", "Shared_Sram")
+    dram = blocks.constants_memory_of(configuration)
+    assert dram.name == "Dram" and blocks.channel_bandwidth(target, blocks.MemChannel.SCALE, dram) == pytest.approx(0.4096)
+    assert vela_cost.VelaCalibratedCost(configuration).constants_off_chip == dram
+    assert vela_cost.VelaCalibratedCost(target).constants_off_chip is None  # Sram_Only
+    g = _Graph()
+    y = g.input([1, conv["h"], conv["w"], conv["cin"]], "int8")
+    for role in ("first", "middle", "last"):
+        y, _ = _conv(g, role, y, conv)
+    g.output(y)
+    perf, details = debug_tables(g.tosa.serialize(), configuration, ["perf", "perf_debug"])
+    access = {row["id"]: int(row["Dram_ac"]) for row in perf if row["operator"] == "Conv2D"}
+    bound_by_scales = 0
+    for row in (r for r in details if r["id"] in access):
+        ifm, ofm = (tuple(int(row[f"{t}_shape_{a}"]) for a in "hwc") for t in ("ifm", "ofm"))
+        kernel = blocks.Kernel(conv["k"], conv["k"], 1, 1)
+        moved = blocks.element_access(target, ifm, ofm, kernel, False, row["ifm_format"] == "NHCWB16", row["ofm_format"] == "NHCWB16")
+        features = {"weight_bytes": moved.refetches * int(row["weight_total_bytes"]), "scale_bytes": moved.refetches * moved.scales * 10}
+        computed = vela_cost.off_chip_constant_access_cycles(target, features, dram)
+        assert computed >= access[row["id"]]
+        if int(row["DramWeights_read"] or 0) == features["weight_bytes"]:  # read once per OFM block position
+            assert computed == access[row["id"]]
+        if int(row["DramScales_ac"]) == access[row["id"]]:
+            bound_by_scales += 1
+            assert blocks.u85_access_cycles(target, {blocks.MemChannel.SCALE: features["scale_bytes"]}, dram) == access[row["id"]]
+    assert bound_by_scales >= 2
