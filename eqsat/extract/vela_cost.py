@@ -1,156 +1,23 @@
-"""The Vela-calibrated cost model: estimated inference cycles per e-node, per target.
+"""The Vela-calibrated cost model: estimated inference cycles per e-node, per configuration.
 
-Motivation
-----------
-Vela decides what a graph costs, and it decides differently on each target:
-Ethos-U55 runs a transpose as a chain of 3D axis swaps (1x1 pooling passes),
-Ethos-U85 runs most of them natively; RESHAPE is free on both; a RESCALE in
-front of an ADD is fused on U85 but costs two NPU passes on U55. A cost
-model that extraction can trust therefore has to be measured, per target.
+Vela decides what a graph costs, and it decides differently on each target (Ethos-U55 runs a transpose as a
+chain of 3D axis swaps, Ethos-U85 most of them natively; a RESCALE in front of an ADD is fused on U85 and costs
+two passes on U55): a cost model extraction can trust has to follow Vela's estimator where the source shows how,
+and be measured where it does not.
 
-Overview
---------
-`eqsat calibrate` (eqsat/calibration/calibrate.py) compiles micro-benchmark TOSA
-graphs with the pinned Vela and fits, per *family* of op configurations
-(`transpose/int8`, `concat/int16`, `binary/ADD`, `conv2d`, ...), two linear
-models `cycles = sum(coef[i] * feature[i])` over a few features of the
-configuration (elements, rows, number of 3D swaps Vela needs, MACs, ...):
-one of Vela's NPU cycles, one of its memory-access cycles: the largest of
-one linear model per memory (`SRAM AC`, `DRAM AC`, flash: `OnFlash AC` or
-`OffFlash AC`), as Vela takes the largest; on Ethos-U55 a fully connected
-layer is bound by streaming its weights from flash, a spatial convolution by
-its feature maps in SRAM. An op costs the larger
-of the two (`op_cycles`), as each of Vela's layers costs `Op Cycles`, the
-larger of its NPU and access cycles; the sum over a graph is the model of
-Vela's `cycles_total`, the inference estimate. A transpose is priced pass
-by pass: a pass that writes a small innermost dimension is memory-bound
-(a (3, 9216) -> (9216, 3) transpose on Ethos-U85: 73816 NPU cycles,
-3110400 access cycles), while the same data moved as (3, 96, 96) ->
-(96, 96, 3) is bound by its 73997 NPU cycles. On Ethos-U85 both are
-what Vela's estimator computes for the pass (`blocks.u85_transpose_cycles`):
-regor counts a transpose's OFM blocks in the wrong orientation, so a pass that
-swaps a long axis with a short one re-reads its input once per (long / short)
-block: a (64, 2, 8) -> (2, 64, 8) swap costs 6400 access cycles against 1629
-NPU cycles on Ethos-U85-256.
-The fitted coefficients live in eqsat/extract/calibration/<target>.json for
-a target's default configuration, and <target>.<system config>.<memory mode>.json
-for another (`calibration_path`, eqsat.configuration); `VelaCalibratedCost(configuration)` reads the
-configuration's own file (a target alone: its default configuration's) and prices a `Term` from its output
-and operand types alone. `op_config` is the single place that turns a term
-into its family and features; calibration uses the same function on the
-graphs it measures, so fitting and prediction cannot drift apart.
+`op_config` is the one place that turns a term into its *family* (`transpose/int8`, `conv2d`, `binary/ADD`, ...)
+and features (elements, passes, MACs, the block cycles regor's estimator computes, ...); calibration
+(eqsat/calibration/) uses the same function on the graphs it measures, so fitting and prediction cannot drift
+apart. Per family it fits an NPU model and an access model (the largest of one linear model per memory), and
+`op_cycles` charges the larger of the two, as each of Vela's layers costs `Op Cycles`. What regor's estimator
+computes is taken as computed: Ethos-U85 transpose passes (`blocks.u85_transpose_cycles`), convolutions' NPU
+cycles over their block configuration and, on Ethos-U85, their access cycles (`conv_access_cycles`), Ethos-U55
+elementwise passes and MemoryCopies. `VelaCalibratedCost(configuration)` reads the configuration's own
+calibration file (eqsat/extract/calibration/<target>[.<system config>.<memory mode>].json) and prices a `Term`
+from its output and operand types alone; whole graphs are priced layer by layer (eqsat.extract.cost).
 
-What each op costs
-------------------
-- Leaves (placeholders, constants, CONST_SHAPE): 0.
-- RESHAPE: 0, Vela removes it as memory-only, unless its input has another
-  reader: then it is a MemoryCopy (`memory_copy`), which
-  `eqsat.extract.layers.copied_reshapes` adds on whole graphs.
-- TRANSPOSE: the sum over the 3D swap passes that Vela's decomposition
-  (a selection sort of the axes, as in regor's DecomposeTranspose and
-  SwapAxes; see `transpose_passes`) produces for this shape and
-  permutation, each pass fitted per dtype (on Ethos-U85 computed,
-  `blocks.u85_transpose_cycles`). Permutations that only move unit
-  dimensions cost 0 (they are reshapes). On Ethos-U55 a transpose that
-  Vela cannot run costs `math.inf` (see "Infeasible configurations").
-- CONCAT: one MemoryCopy per input, priced as measured behind producers on
-  the NPU (Vela often lets a producer write straight into the concatenated
-  tensor, so this is cheaper than a concat of graph inputs). On whole graphs
-  `eqsat.extract.layers.copied_concat_inputs` charges only the inputs Vela copies.
-- SLICE: priced as measured in front of typical consumers (a conv, an add,
-  a clamp, a transpose, a concat): Vela folds most slices into their
-  consumer, so this is small; a slice copied from a graph input to a graph
-  output (a MemoryCopy) costs more than the model says. A slice with
-  leading dimensions beyond HWC is copied one leading index at a time: at
-  least one MemoryCopy per index (a (256, 1, 1, 96) slice became 256 copies
-  on U85 in mobilevit-patch-attention, +7% NPU cycles for the model). So is
-  each input of such a concat: a 5-D concat of 30 (1, 48, 2, k, 8) inputs
-  became 1440 copies (135k cycles on U55, band-split-frontend).
-- RESCALE, CLAMP and the int32 ADD/SUB/MUL between rescales: Vela fuses a
-  rescale into the op before or after it, or into neither, depending on
-  zero points, scales, broadcasting and neighbours. These families are
-  fitted jointly on whole graphs that the Arm backend emitted for small
-  torch blocks (layer norm, softmax, residual conv, MLP, gate), so that
-  their sum matches Vela there; how the sum splits between them is only
-  weakly identified (a MUL that always comes with its rescales may carry
-  their cost). Features: elements, broadcast elements (an operand is
-  broadcast), batched elements (leading dimensions beyond HWC). On
-  Ethos-U55 an ADD, SUB or MUL also costs the elementwise pass it runs as,
-  computed as regor's estimator does for what the pass reads and fuses
-  (`elementwise_pass`, `layers.elementwise_passes`), and the joint fit prices
-  what its rescales add to that.
-  * A per-channel RESCALE (int32 -> int8) is the output scaling of a
-    convolution and costs 0; the convolution's fit includes it.
-  * RESCALE int8 -> int8 and the other directions are priced as measured
-    alone.
-  * A `Rescale` term is priced as per-channel when it has more than one
-    multiplier, else as per-tensor: the same families the opaque and
-    elementwise RESCALE had before it became a term.
-- Data movement on int32 tensors (TRANSPOSE, CONCAT, SLICE, RESHAPE): in the Arm
-  backend's graphs an int32 tensor is an accumulator between a CONV2D,
-  MATMUL or ADD and the RESCALE that brings it back to int8. Vela fuses that
-  RESCALE into the producer, unless data movement sits in between: then the
-  producer writes int32 and the RESCALE runs alone. Such an op is charged
-  that standalone RESCALE on top of its own cost (measured alone). Without
-  this a rewrite that moves a transpose in front of an output RESCALE looked
-  free to the model and cost +182% NPU cycles on Ethos-U55. A RESHAPE there
-  is not removed either when the producer's output has another reader: Vela
-  copies the int32 tensor (a reshape moved between a CONV2D and its
-  per-channel RESCALE cost 25888 cycles on conformer-block, U55). A reshape
-  that alone reads its producer and is read only by RESCALEs is removed
-  (`eqsat.extract.layers.removed_accumulator_reshapes`).
-- Reduce terms: priced as the opaque REDUCE_* op they were read from.
-- TABLE: fitted per dtype, measured alone (an int16 table is 6 passes on U55);
-  a `Table` term is priced as the opaque TABLE it was read from.
-- PAD: not calibrated; a `Pad` term gets the generic proxy below, as the
-  opaque PAD it was read from did.
-- CONV2D and DEPTHWISE_CONV2D are priced by what Vela's estimator computes
-  over the block configuration its search picks (`eqsat.extract.blocks`,
-  following regor's `FindBlockConfig` and `EstimateMacOpCycles`):
-  `block_cycles`, Vela's own NPU estimate of the op run alone (equal to it on
-  every Ethos-U85 calibration sample), plus the weights streamed in from
-  flash or DRAM; and for the access side, on Ethos-U85 with its constants in
-  the SRAM, the access cycles Vela's estimator computes (`conv_access_cycles`),
-  elsewhere a fit of the feature-map bytes and the weight and scale re-reads
-  its blocks imply (`conv_block_features`), its feature maps in the brick
-  format Vela gives those between NPU ops unless layer formation finds them
-  in NHWC (`eqsat.extract.layers.convolutions_in_nhwc`). The fit
-  keeps only a constant and the coefficients of these. A convolution with a
-  stride above 3 runs as one convolution per output position along that
-  axis (`stride_splits`), each with its fixed cost and its weights. The
-  stride is read from the shapes (`conv_stride`): a term does not carry it.
-- Other opaque compute ops that rules never rewrite get proxies measured on a
-  small grid (each with its output rescale): MATMUL (MACs, elements),
-  AVG_POOL2D/MAX_POOL2D (elements, and the input of a global pool, whose
-  window is the whole map; on Ethos-U55 a max pool by its output
-  microblocks and those times its window's positions, which its key carries,
-  `ir.with_window`), REDUCE_SUM/REDUCE_MAX (elements, and whether the
-  channels are reduced), RESIZE (elements). These are proxies: a linear
-  model only approximates Vela's block configurations (about ±20% per op).
-- Any other op: the CLAMP-alone fit of its output dtype per output element
-  (an uncalibrated proxy).
-
-Infeasible configurations
--------------------------
-Ethos-U55 rejects some transposes ("Non-passthrough operation (Transpose)
-could not run on NPU"): those where a 3D swap of the decomposition has an
-axis longer than 65536 (and, for int32, stricter limits). Calibration probes
-such shapes and records what Vela did. Prediction follows the Arm backend's
-own rule (`DecomposePermuteForU55Pass`): a transpose whose shape keeps the
-product of every (rank-2) dimensions within 2^16 always runs; any other
-transpose runs only if calibration saw Vela run it, or if the graph the
-pass was given has it (`running_transposes_of`), and otherwise costs
-`math.inf`. The optimizer starts no Vela process to find out (a lowering
-must not wait on one); `eqsat calibrate` probes such shapes. Ranks above 6
-are outside the TOSA profile and cost `math.inf` on every target.
-
-Future work
------------
-Fusion is only modelled through the contexts each op usually has: a SLICE
-or CONCAT next to graph inputs, a RESCALE separated from its neighbour by a
-rewrite, or a RESHAPE at the graph boundary are mispriced. A cost function
-that sees an e-node's neighbours (not part of the CostModel protocol) would
-fix that.
+docs/cost_model.md says what each op costs, what is computed and what fitted, and which configurations are
+infeasible (`math.inf`).
 """
 
 from __future__ import annotations
@@ -936,7 +803,7 @@ class VelaCalibratedCost:
     otherwise): a configuration is never priced with another's numbers. Data that records no configuration, the
     working models of a fit, prices the target it names at its default configuration.
 
-    See the module docstring for how each op is priced and what the model
+    docs/cost_model.md says how each op is priced and what the model
     does not see.
     """
 
