@@ -40,7 +40,7 @@ from torch.fx._lazy_graph_module import _LazyGraphModule  # GraphModule that gen
 from torch.fx.node import map_aggregate
 
 from eqsat import ops, terms
-from eqsat.ir import Graph, TensorType, Term
+from eqsat.ir import KEY_MARK, Graph, TensorType, Term
 from eqsat.ops import vec
 from eqsat.ops.nodes import TOSA, Dialect, op_name, output_node, output_slots, static_shape, tensor_val
 
@@ -219,7 +219,7 @@ def read_node(node: fx.Node, index: Callable[[fx.Node], int], keys: dict[str, st
     name = op_name(node.target)
 
     def key() -> str:
-        return keys.setdefault(_opaque_key(node), f"{name}#{len(keys)}")
+        return keys.setdefault(_opaque_key(node), f"{name}{KEY_MARK}{len(keys)}")
 
     op = ops.BY_TARGET.get(name) if node.op == "call_function" and not touches_special_dtype(node) else None
     term = op.read(node, index, key) if op is not None else None

@@ -100,6 +100,15 @@ class Graph(NamedTuple):
 WINDOW_MARK = "@"
 
 
+KEY_MARK = "#"
+
+
+def op_of(key: str) -> str:
+    """The op a key names, without its instance and window: "tosa.MAX_POOL2D.default" for
+    "tosa.MAX_POOL2D.default#3@3x3"."""
+    return key.partition(KEY_MARK)[0]
+
+
 def with_window(key: str, window: tuple[int, int]) -> str:
     """An opaque pooling's key with its window (kernel height, width) appended: "tosa.MAX_POOL2D.default#3@3x3"."""
     return f"{key}{WINDOW_MARK}{window[0]}x{window[1]}"

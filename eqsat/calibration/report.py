@@ -37,7 +37,7 @@ from eqsat.bench import configuration_name, io_layout_of
 from eqsat.configuration import Configuration
 from eqsat.extract import vela_cost
 from eqsat.extract.cost import priced, value_costs
-from eqsat.ir import Graph, Term
+from eqsat.ir import Graph, Term, op_of
 from eqsat.calibration.calibrate import DEFAULT_WORKDIR, measure
 from eqsat.calibration.fit import chain_configs, observations, quality
 from eqsat.calibration.grid import grid
@@ -94,7 +94,7 @@ def family_of(graph: Graph, value: int, target: str) -> str:
 def _kind(term: Term) -> str:
     """The TOSA op a term reads, spelled as Vela's per-layer `Source` column is once lowercased ("conv2d")."""
     keyed = term.op in ("Opaque", "Elementwise", "Table", "Reduce") and term.attrs and isinstance(term.attrs[0], str)
-    name = vela_cost.short_op_name(term.attrs[0].split("#", 1)[0]) if keyed else term.op
+    name = vela_cost.short_op_name(op_of(term.attrs[0])) if keyed else term.op
     return name.replace("_", "").lower()
 
 

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import TYPE_CHECKING, Callable, Hashable, Iterable, NamedTuple
 
-from eqsat.ir import TensorType, Term
+from eqsat.ir import TensorType, Term, op_of
 from eqsat.extract import vela_cost
 from eqsat.extract.greedy import reachable
 
@@ -149,7 +149,7 @@ class LiveGraph:
 def opaque_name(term: Term) -> str:
     """The short TOSA name of an opaque or elementwise term's op ("" for other terms)."""
     key = term.attrs[0] if term.attrs and isinstance(term.attrs[0], str) else ""
-    return vela_cost.short_op_name(key.partition("#")[0])
+    return vela_cost.short_op_name(op_of(key))
 
 
 def is_rescale(term: Term | None) -> bool:

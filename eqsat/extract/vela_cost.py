@@ -32,7 +32,7 @@ from pathlib import Path
 
 from eqsat.configuration import ACCELERATORS, Configuration, Generation, constants_beside_feature_maps
 from eqsat.extract import blocks
-from eqsat.ir import MAX_RANK, Graph, TensorType, Term, window_of
+from eqsat.ir import MAX_RANK, Graph, TensorType, Term, op_of, window_of
 
 CALIBRATION_DIR = Path(__file__).parent / "calibration"
 FORMAT_VERSION = 2
@@ -726,7 +726,7 @@ def op_config(
         return _rescale_config(args[0] if args else None, out, per_channel=len(term.attrs[1]) > 1)
     if term.op == "Opaque" and not term.args:
         return FREE
-    name = term.attrs[0].split("#", 1)[0]
+    name = op_of(term.attrs[0])
     if term.op == "Elementwise":
         return _elementwise_config(name, out, args)
     # Reduce and Table: priced as the opaque op they were read from (the key names it)
@@ -987,7 +987,7 @@ class VelaCalibratedCost:
     def binary_op(self, term: Term, out: TensorType | None, args: list[TensorType | None], reads_int32: bool, clamped: bool) -> float:
         """An ADD, SUB or MUL as Vela runs it in its graph: what `cost` charges, with its elementwise pass in the
         context that layer formation found (`elementwise_pass`; `cost` assumes fused int8 operands and no CLAMP)."""
-        key = (term.attrs[0].partition("#")[0], out, tuple(args), reads_int32, clamped)  # the op, not its instance tag
+        key = (op_of(term.attrs[0]), out, tuple(args), reads_int32, clamped)  # the op, not its instance tag
         try:
             return self._binary_ops[key]
         except KeyError:
