@@ -2103,3 +2103,47 @@ def test_a_convolution_reading_or_writing_nhwc_is_priced_in_those_formats_as_vel
         assert abs(price - cycles[row["id"]]) <= refetches * 1317 / 20.48 + 1
         if key == b and target == "ethos-u85-2048":
             assert abs(model.convolution(term, out, args, (True, True)) - cycles[row["id"]]) > 0.25 * cycles[row["id"]]
+
+
+def _fully_connected_then_reshape(reshape_first: bool) -> bytes:
+    """A 1x1 CONV2D of 32 to 64 channels at one position of a CLAMPed graph input, its per-channel output RESCALE and a
+    RESHAPE of its output to (1, 64), returned: the reshape behind the RESCALE (int8) or in front of it (int32), as
+    `reshape-through-per-channel-rescale` moves it."""
+    from eqsat.calibration.graphs import _bias, _weights
+
+    g = _Graph()
+    shape = [1, 1, 1, 32]
+    x = _clamp(g, "in", g.input(shape, "int8"), shape, "int8")
+    inputs = [x, g.const([64, 1, 1, 32], "int8", _weights([64, 1, 1, 32])), g.const([64], "int32", _bias(64)), g.const([1], "int8", [0]), g.const([1], "int8", [0])]
+    attribute = _attr("Conv2dAttribute", pad=[0, 0, 0, 0], stride=[1, 1], dilation=[1, 1], local_bound=False, acc_type=ts.DType.INT32)
+    acc = g.op("fc", ts.Op.CONV2D, inputs, [1, 1, 1, 64], "int32", attribute)
+
+    def reshape(value: str, dtype: str) -> str:
+        return g.op("reshape", ts.Op.RESHAPE, [value, g.shape_const([1, 64])], [1, 64], dtype, _attr("ReshapeAttribute"))
+
+    if reshape_first:
+        g.output(_rescale(g, "fc", reshape(acc, "int32"), [1, 64], "int32", "int8", "mul_out", channels=64))
+    else:
+        g.output(reshape(_rescale(g, "fc", acc, [1, 1, 1, 64], "int32", "int8", "mul_out", channels=64), "int8"))
+    return g.tosa.serialize()
+
+
+@pytest.mark.parametrize("target", ["ethos-u85-256", "ethos-u85-2048"])
+def test_a_convolution_writes_the_graph_output_across_the_int32_reshape_regor_removes(target):
+    """`_fully_connected_then_reshape` both ways: Vela removes the int32 reshape, fuses the RESCALE into the convolution
+    and writes the graph output (NHWC) either way, at the same cycles; `convolutions_in_nhwc` finds the output NHWC
+    either way and the two graphs cost the same. Found on fc-autoencoder, whose reshape moved through its RESCALE
+    was predicted 15 cycles cheaper on Ethos-U85-256 for the same 3317 in Vela."""
+    from eqsat.extract.layers import convolutions_in_nhwc
+
+    costs, cycles = [], []
+    for reshape_first in (False, True):
+        data = _fully_connected_then_reshape(reshape_first)
+        terms, roots, type_of = _read_tosa(data)
+        g = LiveGraph.of(terms, roots, type_of, VelaCalibratedCost(target))
+        (conv,) = [v for v, t in terms.items() if t.op == "Opaque" and "CONV2D" in t.attrs[0]]
+        assert convolutions_in_nhwc(g, {})[conv].args == ((True, False),)
+        costs.append(graph_cost(terms, roots, type_of, g.model))
+        cycles.append(estimate(data, target).cycles_total)
+    assert cycles[0] == cycles[1]
+    assert costs[0] == pytest.approx(costs[1])
