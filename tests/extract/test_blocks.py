@@ -182,6 +182,32 @@ def test_an_ethos_u55_memory_copy_costs_in_vela_what_regors_estimate_says(target
     assert len(copies) == (2 if source == "concat" else 1)
 
 
+def _convolution_layers(conv: dict, configuration, column: str) -> list[tuple[dict, blocks.ElementAccess, int]]:
+    """Three chained CONV2Ds of conv's parameters, the first reading the graph input, the last writing the graph
+    output: per layer Vela runs for one, its row of Vela's debug database (`perf_debug`), what `element_access`
+    says it moves in the formats Vela stores its input and output in, and its access cycles in one memory (column:
+    `Sram_ac`, `Dram_ac`)."""
+    from eqsat.calibration.graphs import _conv, _Graph
+    from eqsat.vela import debug_tables
+
+    g = _Graph()
+    y = g.input([1, conv["h"], conv["w"], conv["cin"]], "int8")
+    for role in ("first", "middle", "last"):
+        y, _ = _conv(g, role, y, conv)
+    g.output(y)
+    perf, details = debug_tables(g.tosa.serialize(), configuration, ["perf", "perf_debug"])
+    access = {row["id"]: int(row[column]) for row in perf if row["operator"] == "Conv2D"}
+    target = configuration if isinstance(configuration, str) else configuration.target
+    kernel = blocks.Kernel(conv["k"], conv["k"], conv["stride"], conv["stride"])
+    layers = []
+    for row in (r for r in details if r["id"] in access):
+        ifm, ofm = (tuple(int(row[f"{t}_shape_{a}"]) for a in "hwc") for t in ("ifm", "ofm"))
+        moved = blocks.element_access(target, ifm, ofm, kernel, False, row["ifm_format"] == "NHCWB16", row["ofm_format"] == "NHCWB16")
+        layers.append((row, moved, access[row["id"]]))
+    assert len(layers) == 3
+    return layers
+
+
 ACCESS_CHAINS = [
     # (target, the three convolutions' common params): the first reads a graph input (NHWC) and the last writes a graph
     # output (NHWC); the tensors between them are in brick format
@@ -201,31 +227,17 @@ def test_a_convolutions_access_cycles_are_what_regors_estimator_measures(target,
     output, brick format between) and Vela's encoded weight size (`vela_cost.conv_access_cycles` estimates that):
     the IFM, the OFM, the weights and the scales on their own channels, each layer bound by one of them or by the
     memory's bandwidth."""
-    from eqsat.calibration.graphs import _conv, _Graph
-    from eqsat.vela import debug_tables
-
-    g = _Graph()
-    y = g.input([1, conv["h"], conv["w"], conv["cin"]], "int8")
-    for role in ("first", "middle", "last"):
-        y, _ = _conv(g, role, y, conv)
-    g.output(y)
-    perf, details = debug_tables(g.tosa.serialize(), target, ["perf", "perf_debug"])
-    access = {row["id"]: int(row["Sram_ac"]) for row in perf if row["operator"] == "Conv2D"}
-    assert len(access) == 3
     channels = blocks.MemChannel
     formats = []
-    for row in (r for r in details if r["id"] in access):
-        ifm, ofm = ((int(row[f"{t}_shape_{a}"]) for a in "hwc") for t in ("ifm", "ofm"))
-        bricks = row["ifm_format"] == "NHCWB16", row["ofm_format"] == "NHCWB16"
-        formats.append(bricks)
-        moved = blocks.element_access(target, tuple(ifm), tuple(ofm), blocks.Kernel(conv["k"], conv["k"], conv["stride"], conv["stride"]), False, *bricks)
+    for row, moved, access in _convolution_layers(conv, target, "Sram_ac"):
+        formats.append((row["ifm_format"] == "NHCWB16", row["ofm_format"] == "NHCWB16"))
         transfers = {
             channels.IFM: moved.ifm_bytes,
             channels.WRITE: moved.ofm_bytes,
             channels.WEIGHT: moved.refetches * int(row["weight_total_bytes"]),
             channels.SCALE: moved.refetches * moved.scales * 10,
         }
-        assert blocks.u85_access_cycles(target, transfers) == access[row["id"]]
+        assert blocks.u85_access_cycles(target, transfers) == access
     assert formats == [(False, True), (True, True), (True, False)]
 
 
@@ -237,10 +249,8 @@ def test_a_convolutions_constants_in_dram_cost_the_access_cycles_regors_estimato
     scheduler does not buffer them. `vela_cost.off_chip_constant_access_cycles`, given Vela's encoded weight size, is
     Vela's DRAM access cycles where the scales bind or the weights are so read, and above them where buffered weights
     would have bound (an upper bound); the scales bind on most of these layers."""
-    from eqsat.calibration.graphs import _conv, _Graph
     from eqsat.configuration import Configuration
     from eqsat.extract import vela_cost
-    from eqsat.vela import debug_tables
 
     target = "ethos-u85-128"
     configuration = Configuration.of(target, "Ethos_U85_SYS_DRAM_Mid", "Shared_Sram")
@@ -248,24 +258,14 @@ def test_a_convolutions_constants_in_dram_cost_the_access_cycles_regors_estimato
     assert dram.name == "Dram" and blocks.channel_bandwidth(target, blocks.MemChannel.SCALE, dram) == pytest.approx(0.4096)
     assert vela_cost.VelaCalibratedCost(configuration).constants_off_chip == dram
     assert vela_cost.VelaCalibratedCost(target).constants_off_chip is None  # Sram_Only
-    g = _Graph()
-    y = g.input([1, conv["h"], conv["w"], conv["cin"]], "int8")
-    for role in ("first", "middle", "last"):
-        y, _ = _conv(g, role, y, conv)
-    g.output(y)
-    perf, details = debug_tables(g.tosa.serialize(), configuration, ["perf", "perf_debug"])
-    access = {row["id"]: int(row["Dram_ac"]) for row in perf if row["operator"] == "Conv2D"}
     bound_by_scales = 0
-    for row in (r for r in details if r["id"] in access):
-        ifm, ofm = (tuple(int(row[f"{t}_shape_{a}"]) for a in "hwc") for t in ("ifm", "ofm"))
-        kernel = blocks.Kernel(conv["k"], conv["k"], 1, 1)
-        moved = blocks.element_access(target, ifm, ofm, kernel, False, row["ifm_format"] == "NHCWB16", row["ofm_format"] == "NHCWB16")
+    for row, moved, access in _convolution_layers(conv, configuration, "Dram_ac"):
         features = {"weight_bytes": moved.refetches * int(row["weight_total_bytes"]), "scale_bytes": moved.refetches * moved.scales * 10}
         computed = vela_cost.off_chip_constant_access_cycles(target, features, dram)
-        assert computed >= access[row["id"]]
+        assert computed >= access
         if int(row["DramWeights_read"] or 0) == features["weight_bytes"]:  # read once per OFM block position
-            assert computed == access[row["id"]]
-        if int(row["DramScales_ac"]) == access[row["id"]]:
+            assert computed == access
+        if int(row["DramScales_ac"]) == access:
             bound_by_scales += 1
-            assert blocks.u85_access_cycles(target, {blocks.MemChannel.SCALE: features["scale_bytes"]}, dram) == access[row["id"]]
+            assert blocks.u85_access_cycles(target, {blocks.MemChannel.SCALE: features["scale_bytes"]}, dram) == access
     assert bound_by_scales >= 2
