@@ -171,14 +171,6 @@ def system_config_of(configuration: Configuration) -> dict[str, str]:
     return _section_values(configuration, f"System_Config.{configuration.system_config}")
 
 
-def constants_beside_feature_maps(configuration: Configuration) -> bool:
-    """Whether the configuration's memory mode keeps the constants (weights, biases, scales) in the memory that holds
-    the feature maps (vela.ini `const_mem_area` is `arena_mem_area`: `Sram_Only`), so that an op reads them from
-    there rather than streaming them in from flash or DRAM."""
-    values = memory_mode_of(configuration)
-    return values.get("const_mem_area") is not None and values.get("const_mem_area") == values.get("arena_mem_area")
-
-
 def unpriceable(configuration: Configuration) -> str | None:
     """Why eqsat cannot price the configuration at all (None: it can, once calibrated).
 

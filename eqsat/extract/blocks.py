@@ -1100,10 +1100,9 @@ def u85_transpose_cycles(target: str, shape3: Shape3, perm3: Shape3, element_byt
     ofm_write = sram.write_latency + int(_memory_transfer(False, config.ofm_block, out, arch.cores, sram, brick_out, None, element_bytes) / sram.bandwidth)
     npu = _block_op_cycles(mac, output, blocks, ifm_read, ofm_write)
 
-    stored = _stored_depth
     ofm_blocks = math.ceil(out[0] / ofm_block[0]) * math.ceil(out[1] / ofm_block[1])
     ifm_block = config.ifm_block
-    fetched = min(shape3[0], ifm_block[0]) * min(shape3[1], ifm_block[1]) * stored(shape3[2], brick_in) * ofm_blocks  # elements: regor scales them, not bytes
+    fetched = min(shape3[0], ifm_block[0]) * min(shape3[1], ifm_block[1]) * _stored_depth(shape3[2], brick_in) * ofm_blocks  # elements: regor scales them, not bytes
     reads = _memory_transfer(True, ifm_block, shape3, arch.cores, sram, brick_in, fetched, element_bytes)
-    writes = _memory_transfer(False, config.ofm_block, out, arch.cores, sram, brick_out, out[0] * out[1] * stored(out[2], brick_out), element_bytes)
+    writes = _memory_transfer(False, config.ofm_block, out, arch.cores, sram, brick_out, out[0] * out[1] * _stored_depth(out[2], brick_out), element_bytes)
     return npu, u85_access_cycles(target, {MemChannel.IFM: reads, MemChannel.WRITE: writes})

@@ -1147,13 +1147,13 @@ def convolution_bricks(g: LiveGraph, conv: Hashable, written: Hashable) -> tuple
     return not stored_in_nhwc(g, source), not stored_in_nhwc(g, written)
 
 
-def convolutions_in_nhwc(g: LiveGraph, chained: dict[Hashable, tuple[Layer, list[Hashable]]]) -> dict[Hashable, Layer]:
+def convolutions_in_nhwc(g: LiveGraph, chained: dict[Hashable, tuple[Layer, list[Hashable]]], removed: set[Hashable]) -> dict[Hashable, Layer]:
     """The CONV2Ds and DEPTHWISE_CONV2Ds whose input, or the output their op group writes (a chained op's, when one is
     chained into it), Vela stores in NHWC (`convolution_bricks`), on Ethos-U85: each a layer priced in those formats
     (`CONVOLUTION`, `VelaCalibratedCost.convolution`); every other convolution reads and writes brick format.
 
     The group's output is behind the output RESCALE, also across the int32 reshapes regor removes in front of it
-    (`removed_accumulator_reshapes`): fc-autoencoder's last fully connected layer writes the graph output whether its
+    (removed: `removed_accumulator_reshapes`): fc-autoencoder's last fully connected layer writes the graph output whether its
     reshape stands before or after its RESCALE (3317 cycles on Ethos-U85-256 either way).
 
     regor's estimator reads an NHWC IFM in bursts of one position's channels and writes an NHWC OFM of up to 16
@@ -1164,7 +1164,6 @@ def convolutions_in_nhwc(g: LiveGraph, chained: dict[Hashable, tuple[Layer, list
     if vela_cost.target_family(g.model.target) not in vela_cost.ACCESS_COMPUTED:
         return {}
     written_by_chain = {layer.args[0]: written_by_group(g, fused[-1]) for layer, fused in chained.values()}
-    removed = set(removed_accumulator_reshapes(g))
     layers = {}
     for value, term in g.terms.items():
         if term.op != "Opaque" or opaque_name(term) not in CHAIN_PRIMARY_OPS or not term.args:
@@ -1209,8 +1208,9 @@ def form_layers(g: LiveGraph) -> list[Layer]:
     """The layers Vela runs for g, in the graph's order: for each value, what the decisions above make of its op."""
     folded = folded_transposes(g)
     chained = chained_elementwise(g)
-    convolutions = convolutions_in_nhwc(g, chained)
-    without_layer = {*folded, *fused_tables(g), *removed_accumulator_reshapes(g), *(v for _, fused in chained.values() for v in fused)}
+    removed = set(removed_accumulator_reshapes(g))
+    convolutions = convolutions_in_nhwc(g, chained, removed)
+    without_layer = {*folded, *fused_tables(g), *removed, *(v for _, fused in chained.values() for v in fused)}
     slices, copied = set(narrow_slices(g)), set(copied_slices(g))
     transposing = transposing_slice_copies(g, folded)
     written = transposed_convolution_writes(g, folded)

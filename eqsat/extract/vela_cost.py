@@ -30,7 +30,7 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from eqsat.configuration import ACCELERATORS, Configuration, Generation, constants_beside_feature_maps
+from eqsat.configuration import ACCELERATORS, Configuration, Generation
 from eqsat.extract import blocks
 from eqsat.ir import MAX_RANK, Graph, TensorType, Term, op_of, window_of
 
@@ -831,8 +831,10 @@ class VelaCalibratedCost:
         self.unit = f"estimated inference cycles (Vela {self.data['vela_version']} cycles_total calibration)"
         self._models = self.data["models"]
         self.folds_transpose_into_producer = bool(self.data.get("folds_transpose_into_producer", False))
-        self.constants_off_chip = None if constants_beside_feature_maps(self.configuration) else blocks.constants_memory_of(self.configuration)
-        """The memory that holds the constants when it is not the feature maps' (`off_chip_constant_access_cycles`)."""
+        constants = blocks.constants_memory_of(self.configuration)
+        self.constants_off_chip = None if constants.name == "Sram" else constants
+        """The memory that holds the constants when it is not the SRAM, where the feature maps are
+        (`off_chip_constant_access_cycles`)."""
         self._feasibility = {_feasibility_key(*json.loads(k)): v for k, v in self.data.get("transpose_feasibility", {}).items()}
         self._copies: dict[TensorType | None, float] = {}
         """batched_copies of each tensor type asked for: whole-graph costs ask for the same few types on every evaluation."""
@@ -994,7 +996,7 @@ class VelaCalibratedCost:
             value = self._binary_ops[key] = self.cost_of(op_config(term, out, args, self.target), reads_int32, clamped)
             return value
 
-    def chained_op(self, primary: Term, out: TensorType | None, args: list[TensorType | None], bricks: tuple[bool, bool] = (True, True)) -> float:
+    def chained_op(self, primary: Term, out: TensorType | None, args: list[TensorType | None], bricks: tuple[bool, bool]) -> float:
         """What an ADD, SUB or MUL chained into the convolution primary (its output out, its operands args, its input
         and the group's output in brick format or NHWC as bricks says) adds to the convolution's layer: the layer
         priced with the op's output cycles added to the convolution's (`chained_block_cycles`:
