@@ -38,10 +38,10 @@ Overview
   Ethos-U85's `MeasureAccessCycles` over them, channel by channel
   (`channel_bandwidth`).
 
-Not followed (the fitted coefficients that use these numbers absorb it,
-eqsat/calibration/fit.py): the weights Vela streams in from flash or DRAM
-(`NetworkPerformance::EstimateFullOpPerformance`, weight buffering) and their
-encoded size (estimated, `vela_cost.ENCODED_WEIGHT_BYTES`); the bias reads'
+Not followed here: the weights Vela copies in from flash
+(`NetworkPerformance::EstimateFullOpPerformance`, weight buffering: eqsat.extract.weights)
+and their encoded size (estimated, `weights.ENCODED_WEIGHT_BYTES`). Not followed (the fitted
+coefficients that use these numbers absorb it, eqsat/calibration/fit.py): the bias reads'
 latency of a memory other than SRAM; sparse weights; 16-bit inputs;
 dilation; an activation fused into the convolution (a CLAMP changes the
 output unit's rate on Ethos-U55, `EstimateAOCyclesPerElement`); a

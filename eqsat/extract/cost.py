@@ -23,12 +23,13 @@ from __future__ import annotations
 import logging
 import math
 import warnings
-from typing import Callable, Hashable, Mapping, Protocol
+from typing import Callable, Hashable, Iterator, Mapping, Protocol
 
 from eqsat.configuration import Configuration, unpriceable
 from eqsat.ir import Graph, TensorType, Term
 from eqsat.extract import vela_cost
 from eqsat.extract.layers import Layer, LayerKind, LiveGraph, form_layers
+from eqsat.extract.weights import WeightReads
 
 
 class CostModel(Protocol):
@@ -94,6 +95,10 @@ class CostModel(Protocol):
     ) -> float:
         """What writing the convolution primary's output transposed by transpose (of its height, width and channels)
         adds to its layer, its input and the transposed output in brick format or NHWC as bricks says."""
+
+    def weight_reads(self, term: Term, out: TensorType | None, args: list[TensorType | None], bricks: tuple[bool, bool] = (True, True)) -> WeightReads | None:
+        """Where the target reads a convolution term's weights from, when that depends on the layer in front of it
+        (`eqsat.extract.weights.WeightReads`); None when it does not (its price is its term's)."""
 
     def running_transposes_of(self, graph: Graph) -> CostModel:
         """This model, for which every transpose configuration that graph has runs on the target (the graph the
@@ -175,9 +180,17 @@ def term_costs(model: CostModel, types: Mapping[Hashable, TensorType]) -> Callab
     return term_cost
 
 
-def layer_cycles(layer: Layer, g: LiveGraph, term_cost: Callable[[Hashable, Term], float]) -> float:
-    """What one layer costs: its op's term as calibrated (term_cost), or the calibrated price of what Vela runs."""
+def layer_cycles(layer: Layer, g: LiveGraph, term_cost: Callable[[Hashable, Term], float], slack: float | None = None) -> float:
+    """What one layer costs: its op's term as calibrated (term_cost), or the calibrated price of what Vela runs. slack:
+    the cycles of the layer Vela runs in front of it (None: none), which hide some of a convolution's weight copy
+    where the target copies them (`CostModel.weight_reads`)."""
     model, kind, args = g.model, layer.kind, layer.args
+    if kind in (LayerKind.OP, LayerKind.CONVOLUTION):
+        term = g.terms[layer.value]
+        bricks = args[0] if kind is LayerKind.CONVOLUTION else (True, True)
+        reads = model.weight_reads(term, g.type_of(layer.value), [g.type_of(a) for a in term.args], bricks)
+        if reads is not None:
+            return reads.cycles(slack or 0.0, first_op=slack is None)
     if kind is LayerKind.OP:
         return term_cost(layer.value, g.terms[layer.value])
     if kind is LayerKind.TRANSPOSE_IN_SHAPE:
@@ -244,9 +257,20 @@ def value_costs(
     g = LiveGraph.of(graph, roots, type_of, model)
     term_cost = term_cost or _default_term_cost(g)
     costs = dict.fromkeys(g.terms, 0.0)
-    for layer in form_layers(g):
-        costs[layer.value] += layer_cycles(layer, g, term_cost)
+    for layer, cycles in _layers_priced(g, term_cost):
+        costs[layer.value] += cycles
     return costs
+
+
+def _layers_priced(g: LiveGraph, term_cost: Callable[[Hashable, Term], float]) -> Iterator[tuple[Layer, float]]:
+    """Each layer of g (`form_layers`) with what it costs, in the order Vela runs them: each after the last one that
+    takes cycles (a constant, or an op Vela removes, costs none and runs nothing)."""
+    slack = None
+    for layer in form_layers(g):
+        cycles = layer_cycles(layer, g, term_cost, slack)
+        if cycles > 0:
+            slack = cycles
+        yield layer, cycles
 
 
 def graph_cost(
@@ -262,7 +286,7 @@ def graph_cost(
     """
     g = LiveGraph.of(graph, roots, type_of, model)
     term_cost = term_cost or _default_term_cost(g)
-    return math.fsum(layer_cycles(layer, g, term_cost) for layer in form_layers(g))
+    return math.fsum(cycles for _, cycles in _layers_priced(g, term_cost))
 
 
 def priced(graph: Graph, model: CostModel) -> float:

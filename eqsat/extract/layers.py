@@ -1149,7 +1149,7 @@ def convolution_bricks(g: LiveGraph, conv: Hashable, written: Hashable) -> tuple
 
 def convolutions_in_nhwc(g: LiveGraph, chained: dict[Hashable, tuple[Layer, list[Hashable]]], removed: set[Hashable]) -> dict[Hashable, Layer]:
     """The CONV2Ds and DEPTHWISE_CONV2Ds whose input, or the output their op group writes (a chained op's, when one is
-    chained into it), Vela stores in NHWC (`convolution_bricks`), on Ethos-U85: each a layer priced in those formats
+    chained into it), Vela stores in NHWC (`convolution_bricks`): each a layer priced in those formats
     (`CONVOLUTION`, `VelaCalibratedCost.convolution`); every other convolution reads and writes brick format.
 
     The group's output is behind the output RESCALE, also across the int32 reshapes regor removes in front of it
@@ -1161,8 +1161,6 @@ def convolutions_in_nhwc(g: LiveGraph, chained: dict[Hashable, tuple[Layer, list
     rather than the memory's (`MeasureAccessCycles`): resnet8's 3x3 stride-2 convolution of a (32, 32, 8) map that a
     1x1 stride-2 convolution reads as a (31, 31) window costs 2800 cycles on Ethos-U85-2048, 1662 of them NPU
     cycles (tests/extract/test_layers.py)."""
-    if vela_cost.target_family(g.model.target) not in vela_cost.ACCESS_COMPUTED:
-        return {}
     written_by_chain = {layer.args[0]: written_by_group(g, fused[-1]) for layer, fused in chained.values()}
     layers = {}
     for value, term in g.terms.items():

@@ -11,8 +11,8 @@ and features (elements, passes, MACs, the block cycles regor's estimator compute
 apart. Per family it fits an NPU model and an access model (the largest of one linear model per memory), and
 `op_cycles` charges the larger of the two, as each of Vela's layers costs `Op Cycles`. What regor's estimator
 computes is taken as computed: Ethos-U85 transpose passes (`blocks.u85_transpose_cycles`), convolutions' NPU
-cycles over their block configuration and, on Ethos-U85, their access cycles (`conv_access_cycles`), Ethos-U55
-elementwise passes and MemoryCopies. `VelaCalibratedCost(configuration)` reads the configuration's own
+cycles over their block configuration and their access cycles (`conv_access_cycles`; with the constants off the
+SRAM, `_priced` and eqsat.extract.weights), Ethos-U55 elementwise passes and MemoryCopies. `VelaCalibratedCost(configuration)` reads the configuration's own
 calibration file (eqsat/extract/calibration/<target>[.<system config>.<memory mode>].json) and prices a `Term`
 from its output and operand types alone; whole graphs are priced layer by layer (eqsat.extract.cost).
 
@@ -32,6 +32,7 @@ from pathlib import Path
 
 from eqsat.configuration import ACCELERATORS, Configuration, Generation
 from eqsat.extract import blocks
+from eqsat.extract.weights import WeightReads, encoded_scale_bytes, encoded_weight_bytes
 from eqsat.ir import MAX_RANK, Graph, TensorType, Term, op_of, window_of
 
 CALIBRATION_DIR = Path(__file__).parent / "calibration"
@@ -475,9 +476,11 @@ def conv_block_features(
     again per OFM block, in full bursts) and its weights, biases and scales read again per OFM block position
     (`weight_reads`, `scale_reads`; `blocks.element_access`).
 
-    On Ethos-U85 (`ACCESS_COMPUTED`) also its memory-access cycles as Vela's estimator computes them
-    (`access_cycles`, `conv_access_cycles`), and those of its op group with an elementwise op chained into it
-    (`chained_access_cycles`).
+    Also its memory-access cycles as Vela's estimator computes them with everything in the SRAM (`access_cycles`,
+    `conv_access_cycles`), and on Ethos-U85 those of its op group with an elementwise op chained into it
+    (`chained_access_cycles`); and what `weights.WeightReads` reads where the memory mode keeps its constants off
+    the SRAM (its encoded weights and scales, `weight_bytes` and `scale_bytes` over all their reads, its IFM reads,
+    its refetches and runs, its output depth and OFM block depth).
 
     Its feature maps are stored as Vela stores those between two NPU ops: in brick format (NHCWB16, regor
     compiler/scheduler.cpp: every feature map not read or written by the CPU, a graph input or output, unless a
@@ -517,42 +520,27 @@ def conv_block_features(
         "scale_reads": float(runs * access.refetches * ofm[2]),
     }
     run_weights = kernel[0] * kernel[1] * (1 if depthwise else ifm[2]) * ofm[2]
-    computed = target_family(target) in ACCESS_COMPUTED
-    if computed:
-        features["access_cycles"] = float(runs * conv_access_cycles(target, access, run_weights))
-        features["weight_bytes"] = float(runs * access.refetches * encoded_weight_bytes(run_weights))
-        features["scale_bytes"] = float(runs * access.refetches * access.scales * SCALE_BYTES_PER_CHANNEL)
+    generation = target_family(target)
+    weight_bytes = access.refetches * encoded_weight_bytes(generation, run_weights)
+    scale_bytes = access.refetches * encoded_scale_bytes(generation, ofm[2], access.scales)
+    features |= {
+        "access_cycles": float(runs * conv_access_cycles(target, access, weight_bytes, scale_bytes)),
+        "weight_bytes": float(runs * weight_bytes),
+        "scale_bytes": float(runs * scale_bytes),
+        "ifm_bytes": float(runs * access.ifm_bytes),
+        "refetches": float(access.refetches),
+        "runs": float(runs),
+        "ofm_depth": float(ofm[2]),
+        "ofm_block_depth": float(blocks.block_config(*query, transpose, brick_out).ofm_block[2]),
+    }
     if target_family(target) in ELEMENTWISE_CHAINED and transpose == blocks.UNPERMUTED:  # an elementwise op chained into it
         chained_output = blocks.u85_chained_output_cycles(target, _bytes(x))  # it writes what the convolution reads: int8, or int16 (a16w8)
         # regor estimates the group's NPU cycles over the convolution's own OFM, kept in brick format in the chaining
         # buffer; the chained op writes the group's output (brick_out), which the access side counts
         features["chained_block_cycles"] = float(runs * blocks.mac_op_cycles(*query, brick_in, True, chained_output))
-        if computed:  # its other operand, of the group's output shape, read in brick format
-            operand = blocks.chained_operand_bytes(*query, brick_out, tuple(ofm), True)
-            features["chained_access_cycles"] = float(runs * conv_access_cycles(target, access, run_weights, operand))
+        operand = blocks.chained_operand_bytes(*query, brick_out, tuple(ofm), True)  # its other operand, in brick format
+        features["chained_access_cycles"] = float(runs * conv_access_cycles(target, access, weight_bytes, scale_bytes, operand))
     return features
-
-
-ACCESS_COMPUTED = frozenset({Generation.U85})
-"""The target generations whose convolutions' memory-access cycles are computed as Vela's estimator computes them
-(`conv_access_cycles`, and `off_chip_constant_access_cycles` where the memory mode keeps the constants in DRAM or
-flash); elsewhere they are fitted (the family's `access` pieces)."""
-
-ENCODED_WEIGHT_BYTES = (1.06, 462.0)
-"""The bytes Vela's weight encoder writes for a convolution's int8 weights, per weight and per convolution: its size
-depends on the weights' values (regor's mlw_codec compresses them) and on the weight format the scheduler picks, so
-it is estimated. Least squares over the 36 CONV2Ds of resnet8, tds-conv1d and emg-conv1d-stem on Ethos-U85-256 and
--2048 (Vela's debug database, `weight_total_bytes`): mean error 263 bytes, at most 1317; at 32 bytes per cycle,
-8 and 41 access cycles per read of the weights."""
-
-SCALE_BYTES_PER_CHANNEL = 10
-"""The bytes Ethos-U85's encoded bias and scale take per output channel (a 40-bit bias, a 32-bit scale and an
-8-bit shift), as Vela's debug database counts them (`SramScales_read`)."""
-
-
-def encoded_weight_bytes(weights: int) -> int:
-    """The estimated size of a convolution's encoded int8 weights (`ENCODED_WEIGHT_BYTES`)."""
-    return int(ENCODED_WEIGHT_BYTES[0] * weights + ENCODED_WEIGHT_BYTES[1])
 
 
 def off_chip_constant_access_cycles(target: str, features: dict[str, float], memory: blocks.Memory) -> int:
@@ -570,20 +558,17 @@ def off_chip_constant_access_cycles(target: str, features: dict[str, float], mem
     return blocks.u85_access_cycles(target, transfers, memory)
 
 
-def conv_access_cycles(target: str, access: blocks.ElementAccess, weights: int, chained_operand: int = 0) -> int:
-    """`EthosU85Performance::MeasureAccessCycles` of a CONV2D or DEPTHWISE_CONV2D on Ethos-U85, everything in the
-    SRAM: its IFM on the IFM channel, its OFM (or the chained op's) on the write channel, its encoded weights
-    (`ENCODED_WEIGHT_BYTES`) and its biases and scales on their own channels, each read once per OFM block position
-    (`blocks.element_access`), and a chained elementwise op's other operand on the IFM stream channel
-    (`blocks.u85_access_cycles`). Equal to Vela's SRAM access cycles, given the encoded weight size, on the
-    convolutions of tests/extract/test_blocks.py."""
+def conv_access_cycles(target: str, access: blocks.ElementAccess, weight_bytes: int, scale_bytes: int, chained_operand: int = 0) -> int:
+    """`MeasureAccessCycles` of a CONV2D or DEPTHWISE_CONV2D, everything in the SRAM: its IFM, its OFM (or the chained
+    op's), its encoded weights and its biases and scales (weight_bytes, scale_bytes: read once per OFM block position,
+    `blocks.element_access`). On Ethos-U55 all of them over the SRAM's bandwidth; on Ethos-U85 each on its own
+    channel, and a chained elementwise op's other operand on the IFM stream channel (`blocks.u85_access_cycles`).
+    Equal to Vela's SRAM access cycles, given the encoded weight size, on the convolutions of
+    tests/extract/test_blocks.py."""
+    if target_family(target) is Generation.U55:
+        return int((access.feature_maps + weight_bytes + scale_bytes) / blocks.sram_of(target).bandwidth)
     channels = blocks.MemChannel
-    transfers = {
-        channels.IFM: access.ifm_bytes,
-        channels.WRITE: access.ofm_bytes,
-        channels.WEIGHT: access.refetches * encoded_weight_bytes(weights),
-        channels.SCALE: access.refetches * access.scales * SCALE_BYTES_PER_CHANNEL,
-    }
+    transfers = {channels.IFM: access.ifm_bytes, channels.WRITE: access.ofm_bytes, channels.WEIGHT: weight_bytes, channels.SCALE: scale_bytes}
     if chained_operand:
         transfers[channels.IFM_STREAM] = chained_operand
     return blocks.u85_access_cycles(target, transfers)
@@ -842,6 +827,8 @@ class VelaCalibratedCost:
         """standalone_input_rescale of each pair of tensor types asked for, for the same reason."""
         self._binary_ops: dict[tuple, float] = {}
         """binary_op of each configuration and context asked for, for the same reason."""
+        self._weight_reads: dict[tuple, WeightReads | None] = {}
+        """weight_reads of each convolution configuration asked for, for the same reason."""
 
     def cost(self, term: Term, out: TensorType | None, args: list[TensorType | None]) -> float:
         value = self.cost_of(op_config(term, out, args, self.target))
@@ -1054,15 +1041,51 @@ class VelaCalibratedCost:
         return sum(a for n, a in passes if a > n) > sum(n for n, a in passes if a <= n)
 
     def _priced(self, config: OpConfig) -> OpConfig:
-        """config as this configuration prices it: a convolution whose access cycles are computed
-        (`ACCESS_COMPUTED`) takes the slower of the SRAM and the memory holding its constants, where that is not the
-        SRAM (`constants_off_chip`)."""
+        """config as this configuration prices it: a convolution, where the memory holding its constants is not the
+        SRAM (`constants_off_chip`), takes on Ethos-U85 the slower of the two memories, and on Ethos-U55 reads its constants from theirs
+        (`weights.WeightReads.unbuffered`: the weights read where they are; `weight_reads` says when Vela buffers them)."""
         features = config.features
         if "access_cycles" not in features or self.constants_off_chip is None:
             return config
-        off_chip = float(off_chip_constant_access_cycles(self.target, features, self.constants_off_chip))
-        features = features | {k: max(features[k], off_chip) for k in ("access_cycles", "chained_access_cycles") if k in features}
+        if target_family(self.target) is Generation.U55:
+            sram = features["feature_map_bytes"] / blocks.sram_of(self.target).bandwidth
+            constants = (features["weight_bytes"] + features["scale_bytes"]) / self.constants_off_chip.bandwidth
+            features = features | {"access_cycles": max(sram, constants)}
+        else:
+            off_chip = float(off_chip_constant_access_cycles(self.target, features, self.constants_off_chip))
+            features = features | {k: max(features[k], off_chip) for k in ("access_cycles", "chained_access_cycles") if k in features}
         return OpConfig(config.family, features, config.fixed, config.transpose, config.passes)
+
+    def weight_reads(self, term: Term, out: TensorType | None, args: list[TensorType | None], bricks: tuple[bool, bool] = (True, True)) -> WeightReads | None:
+        """What Vela's choice of where to read a convolution's weights from reads (`weights.WeightReads`), where it
+        has one: on Ethos-U55, for a CONV2D or DEPTHWISE_CONV2D run once whose constants the memory mode keeps off the
+        SRAM, its input and output in brick format or NHWC as bricks says; else None (the term's `cost` stands)."""
+        if self.constants_off_chip is None or target_family(self.target) is not Generation.U55 or term.op != "Opaque":
+            return None
+        key = (term.op, term.attrs, out, tuple(args), bricks)
+        try:
+            return self._weight_reads[key]
+        except KeyError:
+            pass
+        config = op_config(term, out, args, self.target, bricks=bricks)
+        features, model = config.features, self._model_for(config.family)
+        reads = None
+        if "refetches" in features and features["runs"] == 1 and not config.passes and model is not None:
+            scales = int(features["scale_bytes"] / features["refetches"])
+            reads = WeightReads(
+                npu=_linear(model, features),
+                feature_map_access=features["feature_map_bytes"] / blocks.sram_of(self.target).bandwidth,
+                ifm_bytes=int(features["ifm_bytes"]),
+                weight_bytes=int(features["weight_bytes"] / features["refetches"]),
+                scale_bytes=scales,
+                refetches=int(features["refetches"]),
+                depth=int(features["ofm_depth"]),
+                block_depth=int(features["ofm_block_depth"]),
+                constants=self.constants_off_chip,
+                sram=blocks.sram_of(self.target),
+            )
+        self._weight_reads[key] = reads
+        return reads
 
     def _model_for(self, family: str) -> dict | None:
         """The fitted model of family, else of the same op for int8, else the CLAMP proxy."""
