@@ -28,14 +28,16 @@ from typing import Callable, Hashable, Iterator, Mapping, Protocol
 from eqsat.configuration import Configuration, unpriceable
 from eqsat.ir import Graph, TensorType, Term
 from eqsat.extract import vela_cost
-from eqsat.extract.layers import Layer, LayerKind, LiveGraph, form_layers
-from eqsat.extract.weights import WeightReads
+from eqsat.extract.layers import Layer, LayerKind, LiveGraph, form_layers, opaque_name
+from eqsat.extract.weights import WEIGHTED_OPS, WeightReads
 
 
 class CostModel(Protocol):
     target: str
     unit: str
     folds_transpose_into_producer: bool
+    buffers_weights: bool
+    """Whether the target may copy a convolution's weights into the SRAM before running it (`weight_reads`)."""
 
     def cost(self, term: Term, out: TensorType | None, args: list[TensorType | None]) -> float:
         """The cost of computing term once, given its output and operand types (None: unknown).
@@ -185,14 +187,14 @@ def layer_cycles(layer: Layer, g: LiveGraph, term_cost: Callable[[Hashable, Term
     the cycles of the layer Vela runs in front of it (None: none), which hide some of a convolution's weight copy
     where the target copies them (`CostModel.weight_reads`)."""
     model, kind, args = g.model, layer.kind, layer.args
-    if kind in (LayerKind.OP, LayerKind.CONVOLUTION):
-        term = g.terms[layer.value]
+    term = g.terms[layer.value]
+    if model.buffers_weights and kind in (LayerKind.OP, LayerKind.CONVOLUTION) and term.op == "Opaque" and opaque_name(term) in WEIGHTED_OPS:
         bricks = args[0] if kind is LayerKind.CONVOLUTION else (True, True)
         reads = model.weight_reads(term, g.type_of(layer.value), [g.type_of(a) for a in term.args], bricks)
         if reads is not None:
             return reads.cycles(slack or 0.0, first_op=slack is None)
     if kind is LayerKind.OP:
-        return term_cost(layer.value, g.terms[layer.value])
+        return term_cost(layer.value, term)
     if kind is LayerKind.TRANSPOSE_IN_SHAPE:
         perm, source, brick_in, brick_out = args
         moved = Term("Transpose", (g.terms[layer.value].args[0],), (perm,))

@@ -800,6 +800,7 @@ class VelaCalibratedCost:
     configuration: Configuration = field(init=False)
     folds_transpose_into_producer: bool = field(init=False)
     """Vela folds a transpose into the write of the convolution in front of it (see eqsat.extract.cost)."""
+    buffers_weights: bool = field(init=False)
 
     def __post_init__(self) -> None:
         self.configuration = self.target if isinstance(self.target, Configuration) else Configuration.of(self.target)
@@ -820,6 +821,9 @@ class VelaCalibratedCost:
         self.constants_off_chip = None if constants.name == "Sram" else constants
         """The memory that holds the constants when it is not the SRAM, where the feature maps are
         (`off_chip_constant_access_cycles`)."""
+        self.buffers_weights = self.constants_off_chip is not None and target_family(self.target) is Generation.U55
+        """Vela's scheduler may copy a convolution's weights from where the constants are into the SRAM before running
+        it, and eqsat follows its choice (`weight_reads`): on Ethos-U55 with the constants off the SRAM."""
         self._feasibility = {_feasibility_key(*json.loads(k)): v for k, v in self.data.get("transpose_feasibility", {}).items()}
         self._copies: dict[TensorType | None, float] = {}
         """batched_copies of each tensor type asked for: whole-graph costs ask for the same few types on every evaluation."""
@@ -1060,7 +1064,7 @@ class VelaCalibratedCost:
         """What Vela's choice of where to read a convolution's weights from reads (`weights.WeightReads`), where it
         has one: on Ethos-U55, for a CONV2D or DEPTHWISE_CONV2D run once whose constants the memory mode keeps off the
         SRAM, its input and output in brick format or NHWC as bricks says; else None (the term's `cost` stands)."""
-        if self.constants_off_chip is None or target_family(self.target) is not Generation.U55 or term.op != "Opaque":
+        if not self.buffers_weights or term.op != "Opaque":
             return None
         key = (term.op, term.attrs, out, tuple(args), bricks)
         try:

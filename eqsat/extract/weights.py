@@ -59,6 +59,9 @@ def _round_away(value: int, align: int) -> int:
     return -(-value // align) * align
 
 
+WEIGHTED_OPS = frozenset({"CONV2D", "DEPTHWISE_CONV2D", "convolution"})
+"""The ops whose encoded weights Vela may buffer: the TOSA convolutions, and ATen's at the edge position."""
+
 STARTUP_DELAY_CYCLES = 1000
 """regor's `STARTUP_DELAY_CYCLES`: a copy that leaves fewer cycles visible than this counts as hidden."""
 
