@@ -179,7 +179,10 @@ def unpriceable(configuration: Configuration) -> str | None:
     cache holds. Calibration measures small graphs, several to a TOSA file, which share that cache, and its per-op fit
     cannot follow the placement: fitted that way, ethos-u65-256 priced ten zoo models 47-366% above Vela's
     `cycles_total`, and eqsat made 3 of them slower (attention-permute +1.4%, mobilenet-v1-025-vww +4.8%,
-    unet-skip +3.6%)."""
+    unet-skip +3.6%). Nor is it `Shared_Sram` (arena in the SRAM, constants in DRAM, which eqsat prices) plus the
+    graph's inputs and outputs in DRAM: compiled both ways, 15 zoo models on ethos-u65-256 differ by -16% to +104%
+    in `cycles_total`, in interior layers too (a MATMUL's scratch lives in the arena: +135% on attention-permute;
+    convolutions' weight buffering changes under the cache's size)."""
     values = memory_mode_of(configuration)
     arena, cache = values.get("arena_mem_area"), values.get("cache_mem_area")
     if arena and cache and arena != cache:
