@@ -41,8 +41,7 @@ Overview
 Not followed here: the weights Vela copies in from flash
 (`NetworkPerformance::EstimateFullOpPerformance`, weight buffering: eqsat.extract.weights)
 and their encoded size (estimated, `weights.ENCODED_WEIGHT_BYTES`). Not followed (the fitted
-coefficients that use these numbers absorb it, eqsat/calibration/fit.py): the bias reads'
-latency of a memory other than SRAM; sparse weights; 16-bit inputs;
+coefficients that use these numbers absorb it, eqsat/calibration/fit.py): sparse weights; 16-bit inputs;
 dilation; an activation fused into the convolution (a CLAMP changes the
 output unit's rate on Ethos-U55, `EstimateAOCyclesPerElement`); a
 non-default system config's SRAM. Each op is searched alone, as Vela searches
@@ -892,6 +891,7 @@ def mac_op_cycles(
     brick_out: bool | None = None,
     chained_output: float = 0.0,
     transpose: Shape3 = UNPERMUTED,
+    bias_latency: int | None = None,
 ) -> int:
     """`EstimateMacOpCycles` (ethos_u55_performance.cpp, ethos_u85_performance.cpp) of a CONV2D or DEPTHWISE_CONV2D
     (`OpScheduling::Single`, as `NetworkPerformance::EstimateFullOpPerformance` asks), over its block configuration
@@ -913,9 +913,14 @@ def mac_op_cycles(
     shape, the transpose's): blocks are counted, clipped and written over the permuted shape, and the output
     unit runs at the slower of its output rate and the transpose's (`GetActivationCyclesPerElement`: an H <-> W
     swap at half throughput).
+
+    bias_latency: the read latency of the memory the op reads its biases and scales from (default: the SRAM's), 10
+    bytes per output channel of each OFM block over 256 (`biasCyclesPerBlock`): where they stay in DRAM (500 cycles on
+    Ethos_U65_High_End) they can bind each block.
     """
     arch = architecture_of(target)
     sram = sram_of(target)
+    bias_latency = sram.read_latency if bias_latency is None else bias_latency
     brick_out = brick_in if brick_out is None else brick_out
     config = block_config(target, ifm_shape, ofm_shape, kernel, depthwise, transpose, brick_out)
     written = permuted(ofm_shape, transpose)
@@ -930,7 +935,7 @@ def mac_op_cycles(
     per_element = ao_cycles_per_element(target)
     if transpose != UNPERMUTED:
         per_element = max(per_element, arch.activation_cycles[transpose in U85_HALF_THROUGHPUT])
-    output = max(math.ceil((per_element + chained_output) * _elements(ofm_block)), 10 * ofm_block[2] * sram.read_latency / 256)
+    output = max(math.ceil((per_element + chained_output) * _elements(ofm_block)), 10 * ofm_block[2] * bias_latency / 256)
     ifm_read = sram.read_latency + int(_memory_transfer(True, config.ifm_block, ifm_shape, arch.cores, sram, brick_in) / sram.bandwidth)
     ofm_write = sram.write_latency + int(_memory_transfer(False, config.ofm_block, written, arch.cores, sram, brick_out) / sram.bandwidth)
     return _block_op_cycles(mac, output, blocks, ifm_read, ofm_write)

@@ -469,6 +469,7 @@ def conv_block_features(
     brick_in: bool = True,
     brick_out: bool = True,
     transpose: blocks.Shape3 = blocks.UNPERMUTED,
+    bias_latency: int | None = None,
 ) -> dict[str, float]:
     """A CONV2D's or DEPTHWISE_CONV2D's work over the block configuration Vela's search picks for it, for NHWC x and
     out (`eqsat.extract.blocks`, following regor's `FindBlockConfig`): its NPU cycles as Vela's estimator computes
@@ -496,7 +497,8 @@ def conv_block_features(
     graphir_optimiser.cpp `RewriteDepthwise`, which `_opaque_config` prices as one).
 
     transpose: the permutation of its output's (height, width, channels) that a TRANSPOSE fused into its op group
-    writes it in (Ethos-U85, `layers.transposed_convolution_writes`; `blocks.mac_op_cycles`)."""
+    writes it in (Ethos-U85, `layers.transposed_convolution_writes`; `blocks.mac_op_cycles`); bias_latency: the read
+    latency of the memory it reads its biases and scales from (default: the SRAM's; `blocks.mac_op_cycles`)."""
     if x is None or out is None or len(x.shape) != 4 or len(out.shape) != 4:
         return {}
     ifm, ofm, runs = list(x.shape[1:]), list(out.shape[1:]), out.shape[0]
@@ -511,7 +513,7 @@ def conv_block_features(
             runs *= ofm[axis]
             ifm[axis], ofm[axis], strides[axis] = k, 1, 1
     query = (target, tuple(ifm), tuple(ofm), blocks.Kernel(kernel[0], kernel[1], *strides), depthwise)
-    estimate = blocks.mac_op_cycles(*query, brick_in, brick_out, transpose=transpose)
+    estimate = blocks.mac_op_cycles(*query, brick_in, brick_out, transpose=transpose, bias_latency=bias_latency)
     access = blocks.element_access(*query, brick_in, brick_out, transpose=transpose)
     features = {
         "block_cycles": float(runs * estimate),
@@ -615,19 +617,20 @@ def _opaque_config(
     window: tuple[int, int] | None = None,
     transpose: blocks.Shape3 = blocks.UNPERMUTED,
     bricks: tuple[bool, bool] = (True, True),
+    bias_latency: int | None = None,
 ) -> OpConfig:
     op = short_op_name(name)
     weight = args[1] if len(args) > 1 else None
     if op == "CONV2D" and weight is not None and len(weight.shape) == 4:  # OHWI
         kernel = (weight.shape[1], weight.shape[2])
         features = _conv_features(out, args, math.prod(weight.shape[1:]), stride_splits(args[0], kernel, out))
-        return OpConfig("conv2d", features | conv_block_features(args[0], out, weight, kernel, False, target, *bricks, transpose=transpose))
+        return OpConfig("conv2d", features | conv_block_features(args[0], out, weight, kernel, False, target, *bricks, transpose=transpose, bias_latency=bias_latency))
     if op == "DEPTHWISE_CONV2D" and weight is not None and len(weight.shape) == 4:  # HWCM
         kernel = (weight.shape[0], weight.shape[1])
         features = _conv_features(out, args, math.prod(kernel), stride_splits(args[0], kernel, out))
         if weight.shape[2] == 1 and weight.shape[3] > 1:  # one input channel: a CONV2D to the multiplier's channels
-            return OpConfig("conv2d", features | conv_block_features(args[0], out, weight, kernel, False, target, *bricks, transpose=transpose))
-        return OpConfig("depthwise_conv2d", features | conv_block_features(args[0], out, weight, kernel, True, target, *bricks, transpose=transpose))
+            return OpConfig("conv2d", features | conv_block_features(args[0], out, weight, kernel, False, target, *bricks, transpose=transpose, bias_latency=bias_latency))
+        return OpConfig("depthwise_conv2d", features | conv_block_features(args[0], out, weight, kernel, True, target, *bricks, transpose=transpose, bias_latency=bias_latency))
     if op == "MATMUL" and args and args[0] is not None:
         return OpConfig("matmul", _conv_features(out, args, args[0].shape[-1]))
     if op == "convolution" and weight is not None and len(weight.shape) == 4:  # aten: NCHW, weights O, I/groups, KH, KW
@@ -635,7 +638,7 @@ def _opaque_config(
         nhwc = [None if t is None or len(t.shape) != 4 else TensorType((t.shape[0], t.shape[2], t.shape[3], t.shape[1]), t.dtype) for t in (x, out)]
         depthwise = weight.shape[1] == 1 and weight.shape[0] > 1
         features = _conv_features(out, args, math.prod(weight.shape[1:]), stride_splits(nhwc[0], kernel, nhwc[1]))
-        return OpConfig("depthwise_conv2d" if depthwise else "conv2d", features | conv_block_features(*nhwc, weight, kernel, depthwise, target))
+        return OpConfig("depthwise_conv2d" if depthwise else "conv2d", features | conv_block_features(*nhwc, weight, kernel, depthwise, target, bias_latency=bias_latency))
     if op in PROXY_OPS:
         x = args[0] if args else None
         n_in = float(elements(x))
@@ -693,10 +696,11 @@ def op_config(
     target: str,
     transpose: blocks.Shape3 = blocks.UNPERMUTED,
     bricks: tuple[bool, bool] = (True, True),
+    bias_latency: int | None = None,
 ) -> OpConfig:
     """The calibration family and features of one term on target (the one place that decides it); a convolution's
     with its output written transposed by transpose, its input and output stored in brick format or NHWC as bricks
-    says (`conv_block_features`)."""
+    says, its biases and scales read at bias_latency (`conv_block_features`)."""
     if term.op == "Reshape":
         return FREE
     if term.op == "Transpose":
@@ -715,7 +719,7 @@ def op_config(
     if term.op == "Elementwise":
         return _elementwise_config(name, out, args)
     # Reduce and Table: priced as the opaque op they were read from (the key names it)
-    return _opaque_config(name, out, args, target, window_of(term.attrs[0]), transpose, bricks)
+    return _opaque_config(name, out, args, target, window_of(term.attrs[0]), transpose, bricks, bias_latency)
 
 
 # ---------------------------------------------------------------- the model
@@ -1063,7 +1067,9 @@ class VelaCalibratedCost:
     def weight_reads(self, term: Term, out: TensorType | None, args: list[TensorType | None], bricks: tuple[bool, bool] = (True, True)) -> WeightReads | None:
         """What Vela's choice of where to read a convolution's weights from reads (`weights.WeightReads`), where it
         has one: on Ethos-U55, for a CONV2D or DEPTHWISE_CONV2D run once whose constants the memory mode keeps off the
-        SRAM, its input and output in brick format or NHWC as bricks says; else None (the term's `cost` stands)."""
+        SRAM, its input and output in brick format or NHWC as bricks says; else None (the term's `cost` stands). Its
+        NPU cycles are those regor's estimator counts (`block_cycles`, the bias reads at the latency of the memory
+        they are read from), not the conv2d family's fit: that fit mixes samples Vela buffered with ones it did not."""
         if not self.buffers_weights or term.op != "Opaque":
             return None
         key = (term.op, term.attrs, out, tuple(args), bricks)
@@ -1072,12 +1078,14 @@ class VelaCalibratedCost:
         except KeyError:
             pass
         config = op_config(term, out, args, self.target, bricks=bricks)
-        features, model = config.features, self._model_for(config.family)
+        features = config.features
         reads = None
-        if "refetches" in features and features["runs"] == 1 and not config.passes and model is not None:
+        if "refetches" in features and features["runs"] == 1 and not config.passes:
             scales = int(features["scale_bytes"] / features["refetches"])
+            in_place = op_config(term, out, args, self.target, bricks=bricks, bias_latency=self.constants_off_chip.read_latency)
             reads = WeightReads(
-                npu=_linear(model, features),
+                npu=in_place.features["block_cycles"],
+                buffered_npu=features["block_cycles"],
                 feature_map_access=features["feature_map_bytes"] / blocks.sram_of(self.target).bandwidth,
                 ifm_bytes=int(features["ifm_bytes"]),
                 weight_bytes=int(features["weight_bytes"] / features["refetches"]),

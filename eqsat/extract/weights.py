@@ -68,12 +68,15 @@ STARTUP_DELAY_CYCLES = 1000
 
 @dataclass(frozen=True)
 class WeightReads:
-    """One convolution whose constants sit off the SRAM: its NPU cycles (`npu`), its feature maps' SRAM access cycles
-    (`feature_map_access`), the bytes of its IFM reads (`ifm_bytes`), its encoded weights and scales (`weight_bytes`,
-    `scale_bytes`, one copy each), how often it reads them (`refetches`, once per OFM block position), its output
-    depth and OFM block depth, and the two memories."""
+    """One convolution whose constants sit off the SRAM: its NPU cycles reading its biases and scales where they are
+    (`npu`) and from the SRAM once copied there (`buffered_npu`; regor's estimator adds each OFM block's bias reads at
+    the memory's latency, `biasCyclesPerBlock`), its feature maps' SRAM access cycles (`feature_map_access`), the
+    bytes of its IFM reads (`ifm_bytes`), its encoded weights and scales (`weight_bytes`, `scale_bytes`, one copy
+    each), how often it reads them (`refetches`, once per OFM block position), its output depth and OFM block
+    depth, and the two memories."""
 
     npu: float
+    buffered_npu: float
     feature_map_access: float
     ifm_bytes: int
     weight_bytes: int
@@ -109,7 +112,8 @@ class WeightReads:
         too, and the constants' memory, still read for the scales."""
         first, last = self._slices(slack)
         whole = self.transfer(self.constant_bytes)
-        npu = max(whole - slack + self.npu * last / self.depth, self.npu + max(self.transfer(self.constant_bytes * first / self.depth) - slack, 0.0))
+        run = self.buffered_npu
+        npu = max(whole - slack + run * last / self.depth, run + max(self.transfer(self.constant_bytes * first / self.depth) - slack, 0.0))
         streamed = self.weight_bytes * (1 - first / self.depth)  # copied while it runs: read from both memories
         sram = self.feature_map_access + (self.refetches * self.weight_bytes + streamed) / self.sram.bandwidth
         constants = (self.refetches * self.scale_bytes + streamed) / self.constants.bandwidth
@@ -130,7 +134,7 @@ class WeightReads:
         first = max(int(self.depth * ratio) // OFM_SPLIT_DEPTH * OFM_SPLIT_DEPTH, OFM_SPLIT_DEPTH)
         if ratio >= 1.0 or first >= self.depth:
             return self.depth, self.depth
-        step = _round_away(max(int(self.npu * first / whole), OFM_SPLIT_DEPTH), self.block_depth)
+        step = _round_away(max(int(self.buffered_npu * first / whole), OFM_SPLIT_DEPTH), self.block_depth)
         granule = self.block_depth if step > self.block_depth else OFM_SPLIT_DEPTH
         step = max(step // granule * granule, OFM_SPLIT_DEPTH)
         return first, (self.depth - first) % step or step
@@ -162,7 +166,7 @@ class WeightReads:
         visible = max(self.transfer(self.constant_bytes * first / self.depth) - usable, 0.0)
         ifm_read = self._read(self.sram, self.ifm_bytes)
         original = max(self.npu, unmoved, ifm_read)
-        new = max(self.npu + visible, from_buffer, ifm_read)
+        new = max(self.buffered_npu + visible, from_buffer, ifm_read)
         if self.npu > unmoved and visible < STARTUP_DELAY_CYCLES:
             new -= visible
         return not (original < new or (self.refetches == 1 and whole + from_buffer > original))
