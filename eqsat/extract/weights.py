@@ -1,18 +1,19 @@
-"""A convolution's encoded constants: their size, and where Ethos-U55 reads them from when they are off the SRAM.
+"""A convolution's encoded constants: their size, and where Ethos-U55 and -U65 read them from when they are off the
+SRAM.
 
 Vela's weight encoder compresses a convolution's int8 weights (regor's mlw_codec), so their size depends on their
 values, which pricing does not see: it is estimated (`encoded_weight_bytes`); the biases and scales take a fixed size
 per output channel (`encoded_scale_bytes`).
 
-A memory mode such as `Shared_Sram` keeps the constants in flash: 1 byte per cycle against the SRAM's 8 on
-`Ethos_U55_High_End_Embedded`. regor's scheduler (`Scheduler::ProposeSlicedWeightBuffering`, compiler/scheduler.cpp)
+A memory mode such as `Shared_Sram` keeps the constants in flash (1 byte per cycle against the SRAM's 8 on
+`Ethos_U55_High_End_Embedded`) or DRAM (3.75 bytes per cycle and 500 cycles of latency on `Ethos_U65_High_End`). regor's scheduler (`Scheduler::ProposeSlicedWeightBuffering`, compiler/scheduler.cpp)
 then decides per convolution whether to leave its encoded weights and scales there, read once per OFM block position
 at flash speed, or to copy them into the SRAM by DMA first ("weight buffering"). A buffered convolution reads its
 weights from the SRAM, and the part of the copy that the layer in front of it does not hide adds to its NPU cycles
 (`NetworkPerformance::EstimateFullOpPerformance`, compiler/network_performance.cpp). The decision compares the two
 with the estimator's own numbers, so neither is always right: emg-conv1d-stem's first convolution (784 bytes of
 weights) is buffered on Ethos-U55-64, where its 1216 NPU cycles cover the 1008-cycle copy, and 2064 cycles in all,
-and read from flash on Ethos-U55-128, where its 960 do not (tests/extract/test_weight_buffering.py).
+and read from flash on Ethos-U55-128, where its 960 do not (tests/extract/test_weights.py).
 
 `WeightReads` holds what the decision reads for one convolution; its `cycles` follow the decision for the slack the
 layer in front leaves (that layer's cycles, `eqsat.extract.cost.graph_cost`). Not followed: cascades (a cascaded
@@ -53,7 +54,8 @@ def encoded_scale_bytes(generation: Generation, depth: int, block_padded_depth: 
     channel, in 16-byte units (Vela's debug database: 96 bytes for 9 channels, 112 for 10)."""
     if generation is Generation.U85:
         return block_padded_depth * SCALE_BYTES_PER_CHANNEL
-    return -(-depth * SCALE_BYTES_PER_CHANNEL // 16) * 16
+    return _round_away(depth * SCALE_BYTES_PER_CHANNEL, 16)
+
 
 def _round_away(value: int, align: int) -> int:
     return -(-value // align) * align
