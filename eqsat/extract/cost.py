@@ -28,8 +28,8 @@ from typing import Callable, Hashable, Iterator, Mapping, Protocol
 from eqsat.configuration import Configuration, unpriceable
 from eqsat.ir import Graph, TensorType, Term
 from eqsat.extract import vela_cost
-from eqsat.extract.layers import Layer, LayerKind, LiveGraph, form_layers, opaque_name
-from eqsat.extract.weights import WEIGHTED_OPS, WeightReads
+from eqsat.extract.layers import Layer, LayerKind, LiveGraph, form_layers
+from eqsat.extract.weights import WeightReads
 
 
 class CostModel(Protocol):
@@ -188,7 +188,7 @@ def layer_cycles(layer: Layer, g: LiveGraph, term_cost: Callable[[Hashable, Term
     where the target copies them (`CostModel.weight_reads`)."""
     model, kind, args = g.model, layer.kind, layer.args
     term = g.terms[layer.value]
-    if model.buffers_weights and kind in (LayerKind.OP, LayerKind.CONVOLUTION) and term.op == "Opaque" and opaque_name(term) in WEIGHTED_OPS:
+    if model.buffers_weights and kind in (LayerKind.OP, LayerKind.CONVOLUTION) and term.op == "Opaque":
         bricks = args[0] if kind is LayerKind.CONVOLUTION else (True, True)
         reads = model.weight_reads(term, g.type_of(layer.value), [g.type_of(a) for a in term.args], bricks)
         if reads is not None:

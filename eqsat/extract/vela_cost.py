@@ -1072,7 +1072,7 @@ class VelaCalibratedCost:
         they are read from), not the conv2d family's fit: that fit mixes samples Vela buffered with ones it did not."""
         if not self.buffers_weights or term.op != "Opaque":
             return None
-        key = (term.op, term.attrs, out, tuple(args), bricks)
+        key = (term.attrs, out, tuple(args), bricks)
         try:
             return self._weight_reads[key]
         except KeyError:
@@ -1081,7 +1081,6 @@ class VelaCalibratedCost:
         features = config.features
         reads = None
         if "refetches" in features and features["runs"] == 1 and not config.passes:
-            scales = int(features["scale_bytes"] / features["refetches"])
             in_place = op_config(term, out, args, self.target, bricks=bricks, bias_latency=self.constants_off_chip.read_latency)
             reads = WeightReads(
                 npu=in_place.features["block_cycles"],
@@ -1089,7 +1088,7 @@ class VelaCalibratedCost:
                 feature_map_access=features["feature_map_bytes"] / blocks.sram_of(self.target).bandwidth,
                 ifm_bytes=int(features["ifm_bytes"]),
                 weight_bytes=int(features["weight_bytes"] / features["refetches"]),
-                scale_bytes=scales,
+                scale_bytes=int(features["scale_bytes"] / features["refetches"]),
                 refetches=int(features["refetches"]),
                 depth=int(features["ofm_depth"]),
                 block_depth=int(features["ofm_block_depth"]),

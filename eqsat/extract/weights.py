@@ -26,7 +26,7 @@ import math
 from dataclasses import dataclass
 
 from eqsat.configuration import Generation
-from eqsat.extract.blocks import OFM_SPLIT_DEPTH, Memory
+from eqsat.extract.blocks import OFM_SPLIT_DEPTH, Memory, _round_away
 
 ENCODED_WEIGHT_BYTES = {Generation.U55: (1.04, 84.0), Generation.U85: (1.06, 462.0)}
 """The bytes Vela's weight encoder writes for a convolution's int8 weights, per weight and per convolution, by least
@@ -56,13 +56,6 @@ def encoded_scale_bytes(generation: Generation, depth: int, block_padded_depth: 
         return block_padded_depth * SCALE_BYTES_PER_CHANNEL
     return _round_away(depth * SCALE_BYTES_PER_CHANNEL, 16)
 
-
-def _round_away(value: int, align: int) -> int:
-    return -(-value // align) * align
-
-
-WEIGHTED_OPS = frozenset({"CONV2D", "DEPTHWISE_CONV2D", "convolution"})
-"""The ops whose encoded weights Vela may buffer: the TOSA convolutions, and ATen's at the edge position."""
 
 STARTUP_DELAY_CYCLES = 1000
 """regor's `STARTUP_DELAY_CYCLES`: a copy that leaves fewer cycles visible than this counts as hidden."""
