@@ -67,16 +67,19 @@ def row(name: str, target: str, graph_module, term_limit: int) -> list[str]:
     def graph_cost(selection) -> float:
         return cost_models.graph_cost(selection, roots, view.types.get, model, term_cost)
 
+    def region_cost(selection, region, core) -> float:
+        return cost_models.region_cost(selection, region, core, roots, view.types.get, model, term_cost)
+
     terms = sum(len(view.candidates[c]) for c in reachable_candidates(view.candidates, roots))
     shipped = extract(view.candidates, roots, term_cost)
-    shipped_graph = refine_from(shipped.starts, view.candidates, roots, graph_cost).cost
+    shipped_graph = refine_from(shipped.starts, view.candidates, roots, graph_cost, region_cost=region_cost).cost
     cells = [name, target, str(terms), f"{shipped.cost:,.0f} ({shipped.extractor})"]
     if terms > term_limit:
         return cells + ["not solved", "", "", f"{shipped_graph:,.0f}", ""]
     optimum = extract_optimal(view.candidates, roots, term_cost)
     if optimum.selection is None:
         return cells + ["none found", f"{optimum.bound:,.0f}", "", f"{shipped_graph:,.0f}", ""]
-    from_optimum = refine({**shipped.selection, **optimum.selection}, view.candidates, roots, graph_cost).cost
+    from_optimum = refine({**shipped.selection, **optimum.selection}, view.candidates, roots, graph_cost, region_cost=region_cost).cost
     gap = shipped.cost / optimum.cost - 1.0
     proven = "proven" if optimum.proven else f"≤ {shipped.cost / optimum.bound - 1.0:.1%} proven"
     return cells + [

@@ -358,6 +358,9 @@ def _search(
         def graph_cost(selection: dict[str, Term]) -> float:
             return cost_models.graph_cost(selection, roots, view.types.get, model, term_cost)
 
+        def region_cost(selection: dict[str, Term], region: list[str], core: frozenset[str]) -> float:
+            return cost_models.region_cost(selection, region, core, roots, view.types.get, model, term_cost)
+
         extraction = extract(
             view.candidates, roots, term_cost, extractor=options.extractor, ilp_time_limit=deadlines.share(SEARCH_SHARE)
         )
@@ -365,7 +368,9 @@ def _search(
         if extraction.clock_stopped:
             report.clock_stops.append("ilp")
     with _phase(report, "refine"):
-        refined = refine_from(extraction.starts, view.candidates, roots, graph_cost, seconds=deadlines.share(SEARCH_SHARE))
+        refined = refine_from(
+            extraction.starts, view.candidates, roots, graph_cost, region_cost=region_cost, seconds=deadlines.share(SEARCH_SHARE)
+        )
         report.cost_after = refined.cost
         if refined.clock_stopped:
             report.clock_stops.append("refine")

@@ -7,6 +7,8 @@ regor's graph optimiser and scheduler), and each layer costs its `Op Cycles`
 as calibrated for the configuration (`layer_cycles`, eqsat.extract.vela_cost).
 `graph_cost` is the one function that prices a graph: the pipeline's
 acceptance, the local search and the calibration report call it.
+`region_cost` prices the layers around one change the local search tries,
+with the same layer formation and prices on part of the graph.
 
 Extraction prices e-nodes one by one (`term_costs`): an e-node's price cannot
 see its neighbours, which is what the local search (eqsat.extract.refine)
@@ -23,12 +25,12 @@ from __future__ import annotations
 import logging
 import math
 import warnings
-from typing import Callable, Hashable, Iterator, Mapping, Protocol
+from typing import Callable, Container, Hashable, Iterator, Mapping, Protocol
 
 from eqsat.configuration import Configuration, unpriceable
 from eqsat.ir import Graph, TensorType, Term
 from eqsat.extract import vela_cost
-from eqsat.extract.layers import Layer, LayerKind, LiveGraph, form_layers
+from eqsat.extract.layers import Layer, LayerKind, LiveGraph, form_layers, readers_of
 from eqsat.extract.weights import WeightReads
 
 
@@ -289,6 +291,30 @@ def graph_cost(
     g = LiveGraph.of(graph, roots, type_of, model)
     term_cost = term_cost or _default_term_cost(g)
     return math.fsum(cycles for _, cycles in _layers_priced(g, term_cost))
+
+
+def region_cost(
+    graph: dict[Hashable, Term],
+    region: list[Hashable],
+    core: Container[Hashable],
+    roots: list[Hashable],
+    type_of: Callable[[Hashable], TensorType | None],
+    model: CostModel,
+    term_cost: Callable[[Hashable, Term], float] | None = None,
+) -> float:
+    """What the layers of the core of a region of a graph cost, the region's values (in the order Vela runs them)
+    formed into layers as if they were the whole graph: what a value reads from outside the region is a graph input
+    to it, a value only the outside reads is unread, and a traversal from the graph outputs enters the region there.
+    The region holds what reads or is read by the core, so that each core value has its operands and readers.
+
+    The local search prices a change so, on the same core around it before and after (eqsat.extract.refine): far
+    from the change, the cut is the same on both sides and what it changes cancels."""
+    terms = {value: graph[value] for value in region}
+    readers = readers_of(terms, [root for root in roots if root in terms])
+    entered = tuple(value for value in terms if value not in readers.of and value not in readers.outputs)
+    g = LiveGraph(terms, readers, type_of, model, entered)
+    term_cost = term_cost or _default_term_cost(g)
+    return math.fsum(cycles for layer, cycles in _layers_priced(g, term_cost) if layer.value in core)
 
 
 def priced(graph: Graph, model: CostModel) -> float:

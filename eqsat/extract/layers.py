@@ -135,6 +135,9 @@ class LiveGraph:
     readers: Readers
     type_of: Callable[[Hashable], TensorType | None]
     model: CostModel
+    entered_from_outside: tuple[Hashable, ...] = ()
+    """In a region of a larger graph (`eqsat.extract.cost.region_cost`): its values that only the rest of the graph
+    reads, where a traversal from the graph outputs enters it (`_canonicalised_transposes`)."""
 
     @classmethod
     def of(cls, graph: dict[Hashable, Term], roots: list[Hashable], type_of: Callable[[Hashable], TensorType | None], model: CostModel) -> LiveGraph:
@@ -542,7 +545,7 @@ def _canonicalised_transposes(g: LiveGraph) -> dict[Hashable, tuple[Hashable, tu
     """
     moved: dict[Hashable, tuple[Hashable, tuple[int, ...], tuple[int, ...]]] = {}
     visited: set = set()
-    stack = list(g.readers.outputs)  # the writers of the graph outputs, the last one visited first
+    stack = [*g.entered_from_outside, *g.readers.outputs]  # the writers of the graph outputs, the last one visited first
     while stack:
         value = stack.pop()
         if value in visited or value not in g.terms:
