@@ -160,7 +160,7 @@ def _round_priced_by_regions(
     changed = False
     computed = _Computed(current, roots)
     work += len(computed.order)
-    priced: dict[tuple[str, ...], float] = {}  # the cost of each window before a change, until one is taken
+    priced: dict[tuple, float] = {}  # the cost of each window before a change, until one is taken
     for eclass in computed.order:
         if work >= work_limit:
             break
@@ -173,9 +173,9 @@ def _round_priced_by_regions(
             if not computed.acyclic_with(current, eclass, term):
                 continue
             change = computed.window(current, eclass, term)
-            before = tuple(change.before)
+            before = (tuple(change.before), change.core)
             if before not in priced:
-                work += len(before)
+                work += len(change.before)
                 priced[before] = region_cost(current, change.before, change.core)
             work += len(change.after)
             previous, current[eclass] = current[eclass], term
@@ -271,10 +271,10 @@ class _Computed:
             frontier = reached
         region = core.union(*(neighbours(value) for value in core))  # with the classes that read or are read by the core
         inserted = self._born_positions(eclass, born)
-        before = sorted((v for v in region if v in self.position), key=self.position.__getitem__)
-        after = sorted(
+        before = sorted((v for v in region if v in self.position), key=lambda v: (self.position[v], v))
+        after = sorted(  # by position, then by name: classes born at one class may share a position
             (v for v in region if v in born_set or (v in self.position and v not in dead_set)),
-            key=lambda v: inserted[v] if v in born_set else self.position[v],
+            key=lambda v: (inserted[v] if v in born_set else self.position[v], v),
         )
         return _Change(born, dead, before, after, frozenset(core))
 
