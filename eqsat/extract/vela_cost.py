@@ -29,7 +29,7 @@ import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import Callable, TypeVar
 
 from eqsat.configuration import ACCELERATORS, Configuration, Generation
 from eqsat.extract import blocks
@@ -783,10 +783,14 @@ def elementwise_pass(config: OpConfig, target: str, reads_int32: bool = False, c
     return float(blocks.u55_elementwise_cycles(target, op, int(config.features["elements"]), reads_int32, clamped))
 
 
-def _memoized(method: Callable[..., float]) -> Callable[..., float]:
-    """A layer-pricing method of VelaCalibratedCost, memoized per model on what it reads: each Term's op, attributes and
-    operand count, and the other arguments (lists as tuples). The local search prices the same few op configurations
-    in window after window (a convolution's layer: 24k times in one search on tv-regnet-x-400mf)."""
+T = TypeVar("T")
+
+
+def _memoized(method: Callable[..., T]) -> Callable[..., T]:
+    """A pricing method of VelaCalibratedCost, memoized per model on what it reads: each Term's op, attributes and
+    operand count, and the other arguments (lists as tuples). Whole-graph costs ask for the same few op configurations
+    on every evaluation, and the local search in window after window (a convolution's layer: 24k times in one search
+    on tv-regnet-x-400mf)."""
 
     def key_of(argument):
         if isinstance(argument, Term):
@@ -794,12 +798,12 @@ def _memoized(method: Callable[..., float]) -> Callable[..., float]:
         return tuple(argument) if isinstance(argument, list) else argument
 
     @functools.wraps(method)
-    def priced(self, *arguments):
-        key = (method.__name__, *map(key_of, arguments))
+    def priced(self, *arguments, **options):
+        key = (method.__name__, *map(key_of, arguments), *sorted(options.items()))
         try:
             return self._layer_prices[key]
         except KeyError:
-            value = self._layer_prices[key] = method(self, *arguments)
+            value = self._layer_prices[key] = method(self, *arguments, **options)
             return value
 
     return priced
@@ -852,16 +856,12 @@ class VelaCalibratedCost:
         """Vela's scheduler may copy a convolution's weights from where the constants are into the SRAM before running
         it, and eqsat follows its choice (`weight_reads`): on Ethos-U55 with the constants off the SRAM."""
         self._feasibility = {_feasibility_key(*json.loads(k)): v for k, v in self.data.get("transpose_feasibility", {}).items()}
-        self._copies: dict[TensorType | None, float] = {}
-        """batched_copies of each tensor type asked for: whole-graph costs ask for the same few types on every evaluation."""
-        self._layer_prices: dict[tuple, float] = {}
-        """What each method marked `_memoized` said for each op configuration asked for."""
-        self._rescales: dict[tuple[TensorType | None, TensorType | None], float] = {}
-        """standalone_input_rescale of each pair of tensor types asked for, for the same reason."""
+        self._layer_prices: dict[tuple, object] = {}
+        """What each method marked `_memoized` said for each op configuration asked for: whole-graph costs ask for the
+        same few on every evaluation."""
         self._binary_ops: dict[tuple, float] = {}
-        """binary_op of each configuration and context asked for, for the same reason."""
-        self._weight_reads: dict[tuple, WeightReads | None] = {}
-        """weight_reads of each convolution configuration asked for, for the same reason."""
+        """binary_op of each configuration and context asked for, keyed on the op without its instance (wider than
+        `_memoized`'s key: every ADD of one shape shares its price)."""
 
     def cost(self, term: Term, out: TensorType | None, args: list[TensorType | None]) -> float:
         value = self.cost_of(op_config(term, out, args, self.target))
@@ -874,17 +874,11 @@ class VelaCalibratedCost:
                 value += self.memory_copy(out)
         return value
 
+    @_memoized
     def batched_copies(self, tensor: TensorType | None) -> float:
         """Copying tensor one leading index (beyond HWC) at a time: one MemoryCopy of its HWC block per index, computed
         where `memory_copy` computes copies (int8 on Ethos-U55), else as calibrated on 5-D concats
         (`batched_copy/<dtype>`), else the whole-tensor copy's fit per block."""
-        try:
-            return self._copies[tensor]
-        except KeyError:
-            value = self._copies[tensor] = self._batched_copies(tensor)
-            return value
-
-    def _batched_copies(self, tensor: TensorType | None) -> float:
         if not is_batched(tensor) or self._copies_computed(tensor):
             return self.memory_copy(tensor)
         model = self._models.get(f"batched_copy/{dtype_name(tensor)}")
@@ -976,15 +970,9 @@ class VelaCalibratedCost:
             return True
         return max(scales) == fused and min(scales) < fused
 
+    @_memoized
     def standalone_input_rescale(self, source: TensorType | None, out: TensorType | None) -> float:
         """An input RESCALE (source -> int32) that Vela cannot fuse into the op reading it (measured alone)."""
-        try:
-            return self._rescales[source, out]
-        except KeyError:
-            value = self._rescales[source, out] = self._standalone_input_rescale(source, out)
-            return value
-
-    def _standalone_input_rescale(self, source: TensorType | None, out: TensorType | None) -> float:
         model = self._models.get(f"isolated/rescale/{dtype_name(source)}->int32") or self._models.get("isolated/rescale/int8->int32")
         if model is None:
             return 0.0
@@ -1007,7 +995,6 @@ class VelaCalibratedCost:
         model = self._models.get(f"isolated/{config.family}")
         return price + (op_cycles(model, config) if model is not None else 0.0)
 
-    @_memoized
     def binary_op(self, term: Term, out: TensorType | None, args: list[TensorType | None], reads_int32: bool, clamped: bool) -> float:
         """An ADD, SUB or MUL as Vela runs it in its graph: what `cost` charges, with its elementwise pass in the
         context that layer formation found (`elementwise_pass`; `cost` assumes fused int8 operands and no CLAMP)."""
@@ -1094,6 +1081,7 @@ class VelaCalibratedCost:
             features = features | {k: max(features[k], off_chip) for k in ("access_cycles", "chained_access_cycles") if k in features}
         return OpConfig(config.family, features, config.fixed, config.transpose, config.passes)
 
+    @_memoized
     def weight_reads(self, term: Term, out: TensorType | None, args: list[TensorType | None], bricks: tuple[bool, bool] = (True, True)) -> WeightReads | None:
         """What Vela's choice of where to read a convolution's weights from reads (`weights.WeightReads`), where it
         has one: on Ethos-U55, for a CONV2D or DEPTHWISE_CONV2D run once whose constants the memory mode keeps off the
@@ -1102,11 +1090,6 @@ class VelaCalibratedCost:
         they are read from), not the conv2d family's fit: that fit mixes samples Vela buffered with ones it did not."""
         if not self.buffers_weights or term.op != "Opaque":
             return None
-        key = (term.attrs, out, tuple(args), bricks)
-        try:
-            return self._weight_reads[key]
-        except KeyError:
-            pass
         config = op_config(term, out, args, self.target, bricks=bricks)
         features = config.features
         reads = None
@@ -1125,7 +1108,6 @@ class VelaCalibratedCost:
                 constants=self.constants_off_chip,
                 sram=blocks.sram_of(self.target),
             )
-        self._weight_reads[key] = reads
         return reads
 
     def _model_for(self, family: str) -> dict | None:
@@ -1154,9 +1136,9 @@ class VelaCalibratedCost:
             for value, term in enumerate(graph.terms)
             if term.op == "Transpose"
         )
-        model = copy.copy(self)  # its caches of copy and rescale prices hold no transpose: shared
+        model = copy.copy(self)
         model._feasibility = self._feasibility | {c.transpose: True for c in configs if c.transpose is not None}
-        model._layer_prices = {}  # they price transposes: what runs has changed
+        model._layer_prices = {}  # some price transposes: what runs has changed
         return model
 
     def transpose_runs(self, shape: tuple[int, ...], perm: tuple[int, ...], dtype: str) -> bool:

@@ -1516,10 +1516,16 @@ def test_the_contexts_read_the_readers_they_are_given(model):
 
 
 def test_a_copy_of_a_tensor_type_is_priced_once_per_model(model, monkeypatch):
-    """Whole-graph evaluations ask for the same few copy prices again and again; the model prices each tensor type once."""
+    """Whole-graph evaluations ask for the same few copy prices again and again; the model prices each tensor type once
+    (`vela_cost._memoized`)."""
     priced = []
-    real = model._batched_copies
-    monkeypatch.setattr(model, "_batched_copies", lambda tensor: priced.append(tensor) or real(tensor))
+    real = type(model).batched_copies.__wrapped__
+
+    def batched_copies(self, tensor):
+        priced.append(tensor)
+        return real(self, tensor)
+
+    monkeypatch.setattr(type(model), "batched_copies", vela_cost._memoized(batched_copies))
     graph, roots, type_of = _every_context()
     first = graph_cost(graph, roots, type_of, model)
     assert priced

@@ -669,15 +669,24 @@ def test_an_attention_sized_matmul_is_priced_near_vela_on_ethos_u55():
 
 def test_a_standalone_input_rescale_is_priced_once_per_pair_of_types(monkeypatch):
     """Whole-graph costs ask for the same rescales on every evaluation of a local search: the model computes each
-    pair of types once and answers the same price after."""
-    model = VelaCalibratedCost("ethos-u55-128")
+    pair of types once and answers the same price after (`vela_cost._memoized`); a model for another graph's
+    transposes computes afresh."""
     calls = []
-    compute = model._standalone_input_rescale
-    monkeypatch.setattr(model, "_standalone_input_rescale", lambda source, out: calls.append((source, out)) or compute(source, out))
+    compute = VelaCalibratedCost.standalone_input_rescale.__wrapped__
+
+    def standalone_input_rescale(self, source, out):
+        calls.append((source, out))
+        return compute(self, source, out)
+
+    monkeypatch.setattr(VelaCalibratedCost, "standalone_input_rescale", vela_cost._memoized(standalone_input_rescale))
+    model = VelaCalibratedCost("ethos-u55-128")
     narrow, wide = TensorType((1, 64, 32), "torch.int8"), TensorType((1, 64, 32), "torch.int32")
     prices = {model.standalone_input_rescale(narrow, wide) for _ in range(3)}
     assert len(prices) == 1 and prices.pop() > 0
     assert calls == [(narrow, wide)]
+    running = model.running_transposes_of(Graph([], [], [], []))
+    assert running.standalone_input_rescale(narrow, wide) == model.standalone_input_rescale(narrow, wide)
+    assert calls == [(narrow, wide)] * 2
 
 
 U85_COMPUTED_TARGETS = [t for t in ACCELERATORS if vela_cost.target_family(t) == Generation.U85]
