@@ -254,6 +254,7 @@ class _Computed:
         for reader in [*born, eclass]:
             for arg in (term if reader == eclass else selection[reader]).args:
                 born_readers.setdefault(arg, []).append(reader)
+
         def neighbours(value: str) -> Iterator[str]:
             for neighbour in (*selection[value].args, *self.readers.get(value, ()), *born_readers.get(value, ())):
                 if neighbour in self.position or neighbour in born_set:
