@@ -42,7 +42,7 @@ import warnings
 from collections import Counter
 from contextlib import contextmanager
 from dataclasses import dataclass, field, fields
-from typing import Callable, Iterator
+from typing import Callable, Iterator, NamedTuple
 
 from executorch.backends.arm.ethosu import EthosUCompileSpec
 from executorch.backends.arm.tosa.specification import TosaLoweringContext, get_context_spec
@@ -278,15 +278,18 @@ def fx_graph_cost(graph_module: fx.GraphModule, model: cost_models.CostModel) ->
     return cost_models.priced(bridge_fx.read_graph(graph_module).as_ir(), model)
 
 
-def boundary_transposes(graph: Graph, model: cost_models.CostModel) -> dict[str, float]:
+def boundary_transposes(graph: Graph, value_costs: dict[int, float]) -> dict[str, float]:
     """graph's boundary TRANSPOSEs (eqsat.ir.Graph.boundary_transposes) by name, with what the layers Vela runs for
-    each cost under model; the graph is priced again only when it has some."""
-    found = graph.boundary_transposes()
-    if not found:
-        return {}
-    types = {value: t for value, t in enumerate(graph.types) if t is not None}
-    costs = cost_models.value_costs(dict(enumerate(graph.terms)), graph.outputs, types.get, model)
-    return {graph.names[value]: costs.get(value, 0.0) for value in found}
+    each cost (value_costs: eqsat.extract.cost.priced_by_value)."""
+    return {graph.names[value]: value_costs.get(value, 0.0) for value in graph.boundary_transposes()}
+
+
+class Written(NamedTuple):
+    """A written-back graph module, the graph it reads as, and what each of its values costs."""
+
+    module: fx.GraphModule
+    graph: Graph
+    value_costs: dict[int, float]
 
 
 def accepts(before: float, after: float, options: Options) -> bool:
@@ -495,7 +498,7 @@ def _worker_main(work: Callable[[], Search], write_end: int, memory_limit: int |
 
 def _rebuild(
     loaded: bridge_fx.Loaded, model: cost_models.CostModel, options: Options, deadlines: Deadlines, report: Report
-) -> fx.GraphModule | None:
+) -> Written | None:
     """Saturate, extract and refine (in a worker), then write back; None when the original should be kept."""
     if ISOLATE:
         rules.prepare()
@@ -532,11 +535,12 @@ def _rebuild(
         )
     with _phase(report, "check"):
         # the graph as written (an aten slice of a box is one node per cut dimension, say) is priced again
-        report.cost_after = fx_graph_cost(written, model)
+        graph = bridge_fx.read_graph(written).as_ir()
+        report.cost_after, value_costs = cost_models.priced_by_value(graph, model)
     if not accepts(report.cost_before, report.cost_after, options):
         logger.info("eqsat: the written-back graph costs %.1f, the original %.1f; keeping the original", report.cost_after, report.cost_before)
         return None
-    return written
+    return Written(written, graph, value_costs)
 
 
 def optimize(graph_module: fx.GraphModule, target: str = "ethos-u55-128", **options) -> tuple[fx.GraphModule, Report]:
@@ -582,16 +586,17 @@ def _optimize(graph_module: fx.GraphModule, target: str, parsed: Options) -> tup
                 read = loaded.read_graph()
                 report.graph_before, report.opaque_reasons = read.as_ir(), read.opaque_reasons()
                 model = model.running_transposes_of(report.graph_before)
-                report.cost_before = cost_models.priced(report.graph_before, model)
+                report.cost_before, value_costs = cost_models.priced_by_value(report.graph_before, model)
             report.dialect = loaded.dialect
             deadlines.check()
-            optimized = _rebuild(loaded, model, parsed, deadlines, report)
-            if optimized is not None:
-                with _phase(report, "check"):
-                    _check_outputs(graph_module, optimized)
+            written = _rebuild(loaded, model, parsed, deadlines, report)
+            optimized = None if written is None else written.module
             with _phase(report, "check"):
-                kept = report.graph_before if optimized is None else bridge_fx.read_graph(optimized).as_ir()
-                report.boundary_transposes = boundary_transposes(kept, model)
+                if written is not None:
+                    _check_outputs(graph_module, written.module)
+                    report.boundary_transposes = boundary_transposes(written.graph, written.value_costs)
+                else:
+                    report.boundary_transposes = boundary_transposes(report.graph_before, value_costs)
     except BaseException as error:  # noqa: BLE001 - the fail-safe: any failure keeps the original graph
         # BaseException: pyo3's PanicException (a Rust panic inside egglog) is one; interrupts are not failures.
         if parsed.strict or isinstance(error, (KeyboardInterrupt, SystemExit, GeneratorExit)):

@@ -272,6 +272,27 @@ def test_the_written_back_graph_is_priced_again_and_kept_only_if_cheaper(monkeyp
     assert result is gm and not report.changed and report.fallback is None
 
 
+def _boundary_transposes_priced_alone(gm, target: str) -> dict[str, float]:
+    graph = pipeline.bridge_fx.read_graph(gm).as_ir()
+    types = {value: t for value, t in enumerate(graph.types) if t is not None}
+    model = pipeline.cost_models.cost_model_for(target).running_transposes_of(graph)
+    costs = pipeline.cost_models.value_costs(dict(enumerate(graph.terms)), graph.outputs, types.get, model)
+    return {graph.names[value]: costs[value] for value in graph.boundary_transposes()}
+
+
+@pytest.mark.parametrize("changed", [True, False])
+def test_the_report_prices_the_boundary_transposes_the_returned_graph_keeps(changed):
+    g = GraphBuilder()
+    x = g.input("x", (1, 4, 8, 16))
+    kept = g.call(aten.neg.default, g.call(aten.permute_copy.default, x, [0, 2, 3, 1]))
+    kept = g.call(aten.permute_copy.default, g.call(aten.permute_copy.default, kept, [0, 3, 1, 2]), [0, 2, 3, 1])
+    gm = g.output(kept)  # the round trip behind the input's transpose goes, without rules nothing does
+    optimized, report = eqsat.optimize(gm, target="ethos-u85-256", rules=None if changed else ())
+    assert report.changed == changed
+    assert report.boundary_transposes and report.boundary_transposes == _boundary_transposes_priced_alone(optimized, "ethos-u85-256")
+    assert any(cycles > 0 for cycles in report.boundary_transposes.values())
+
+
 def test_a_fallback_logs_its_reason_as_a_warning_and_its_traceback_for_debugging(monkeypatch, caplog):
     def broken(*args, **kwargs):
         raise RuntimeError("a bug in write-back")

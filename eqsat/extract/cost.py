@@ -259,11 +259,16 @@ def value_costs(
     the graph outputs. term_cost(value, term) defaults to the model's cost with the types of type_of.
     """
     g = LiveGraph.of(graph, roots, type_of, model)
-    term_cost = term_cost or _default_term_cost(g)
-    costs = dict.fromkeys(g.terms, 0.0)
-    for layer, cycles in _layers_priced(g, term_cost):
-        costs[layer.value] += cycles
-    return costs
+    return _total_and_value_costs(g, term_cost or _default_term_cost(g))[1]
+
+
+def _total_and_value_costs(g: LiveGraph, term_cost: Callable[[Hashable, Term], float]) -> tuple[float, dict[Hashable, float]]:
+    """What g costs (summed as graph_cost sums) and what each of its values' layers cost."""
+    costs, cycles = dict.fromkeys(g.terms, 0.0), []
+    for layer, layer_cost in _layers_priced(g, term_cost):
+        costs[layer.value] += layer_cost
+        cycles.append(layer_cost)
+    return math.fsum(cycles), costs
 
 
 def _layers_priced(g: LiveGraph, term_cost: Callable[[Hashable, Term], float]) -> Iterator[tuple[Layer, float]]:
@@ -319,5 +324,11 @@ def region_cost(
 
 def priced(graph: Graph, model: CostModel) -> float:
     """What graph costs (graph_cost of its terms, each op configuration priced once)."""
+    return priced_by_value(graph, model)[0]
+
+
+def priced_by_value(graph: Graph, model: CostModel) -> tuple[float, dict[int, float]]:
+    """What graph costs (as `priced`) and what each of its values' layers cost (as `value_costs`), from one
+    formation of its layers."""
     types = {value: t for value, t in enumerate(graph.types) if t is not None}
-    return graph_cost(dict(enumerate(graph.terms)), graph.outputs, types.get, model, term_costs(model, types))
+    return _total_and_value_costs(LiveGraph.of(dict(enumerate(graph.terms)), graph.outputs, types.get, model), term_costs(model, types))

@@ -344,20 +344,17 @@ def refine_from(
     roots: list[str],
     graph_cost: GraphCost,
     *,
-    region_cost: RegionCost | None = None,
-    work_limit: int = WORK_LIMIT,
     seconds: float = math.inf,
+    **options,
 ) -> Refinement:
-    """`refine` from each start (each within work_limit), the cheapest result; on a tie the earlier start's.
+    """`refine` from each start (each with refine's options: region_cost, work_limit), the cheapest result; on a tie
+    the earlier start's. `seconds` bounds them all together.
 
     Extraction prices terms one by one, so of two starts the cheaper one term
     by term can refine to the dearer whole graph (with the ILP's size cap
     lifted, its pick on emg-gru-gesture refined 2-4% dearer than greedy's)."""
     deadline = time.monotonic() + seconds
-    results = [
-        refine(start, candidates, roots, graph_cost, region_cost=region_cost, work_limit=work_limit, seconds=deadline - time.monotonic())
-        for start in starts
-    ]
+    results = [refine(start, candidates, roots, graph_cost, seconds=deadline - time.monotonic(), **options) for start in starts]
     best = min(results, key=lambda r: r.cost)  # the first of equally cheap results
     return Refinement(best.selection, best.cost, sum(r.work for r in results), any(r.clock_stopped for r in results))
 
