@@ -9,8 +9,8 @@ model (the sum of the chosen terms' costs, each e-class once):
 - the shipped extraction (`eqsat.extract.extract`, as the pass runs it), and
 - the optimum of `eqsat.extract.ilp.extract_optimal`: proven where its work
   limits allow, else the best selection it found and a proven lower bound.
-It also gives the whole-graph cost (contexts included) after refinement from
-each, as the pass refines. E-graphs with more candidate terms than
+It also gives the whole-graph cost (the layers Vela runs, `graph_cost`) after
+refinement from each, as the pass refines. E-graphs with more candidate terms than
 --term-limit are listed without a solve. The table goes to --out
 (default benchmarks/results/optimality.md).
 """
@@ -96,7 +96,7 @@ HEADER = """# Extraction against the optimum (#16 §4)
 Written by `python -m benchmarks.optimality`. Costs are the cost model's estimated inference cycles. "shipped" is
 the extraction the pass makes (greedy, or the ILP within its node limit and 300-term cap), "optimum" the cheapest
 acyclic selection (`eqsat.extract.ilp.extract_optimal`), both as the sum of the chosen terms' costs; "gap" is
-shipped / optimum - 1. The whole-graph columns add the contexts (`eqsat.extract.cost.graph_cost`) after
+shipped / optimum - 1. The whole-graph columns price the layers Vela runs (`eqsat.extract.cost.graph_cost`) after
 refinement, from the shipped starts as the pass refines, and from the optimum.
 
 """

@@ -197,6 +197,13 @@ def conv_geometry(h: int, w: int, k: int, stride: int, same: bool = True) -> tup
 
 
 def _conv(g: _Graph, role: str, x: str, params: dict) -> tuple[str, list[int]]:
+    """A CONV2D (params: h, w, cin, cout, k, stride) with its per-channel output RESCALE to int8."""
+    acc, out_shape = conv_accumulator(g, role, x, params)
+    return _rescale(g, role, acc, out_shape, "int32", "int8", "mul_out", channels=params["cout"]), out_shape
+
+
+def conv_accumulator(g: _Graph, role: str, x: str, params: dict) -> tuple[str, list[int]]:
+    """A CONV2D's int32 output, without its output RESCALE, and its shape."""
     h, w, cin, cout, k, stride = (params[n] for n in ("h", "w", "cin", "cout", "k", "stride"))
     pad, oh, ow = conv_geometry(h, w, k, stride)
     inputs = [
@@ -208,8 +215,7 @@ def _conv(g: _Graph, role: str, x: str, params: dict) -> tuple[str, list[int]]:
     ]
     attribute = _attr("Conv2dAttribute", pad=pad, stride=[stride] * 2, dilation=[1, 1], local_bound=False, acc_type=ts.DType.INT32)
     out_shape = [1, oh, ow, cout]
-    acc = g.op(role, ts.Op.CONV2D, inputs, out_shape, "int32", attribute)
-    return _rescale(g, role, acc, out_shape, "int32", "int8", "mul_out", channels=cout), out_shape
+    return g.op(role, ts.Op.CONV2D, inputs, out_shape, "int32", attribute), out_shape
 
 
 def _build_sample(g: _Graph, sample: Sample) -> None:

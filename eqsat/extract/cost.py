@@ -67,7 +67,7 @@ class CostModel(Protocol):
     def standalone_input_rescale(self, source: TensorType | None, out: TensorType | None) -> float:
         """The cost of an input RESCALE from source to out run alone (not fused into the op reading it)."""
 
-    def standalone_rescale(self, accumulator: TensorType | None) -> float:
+    def standalone_rescale(self, accumulator: TensorType | None, per_channel: bool = False) -> float:
         """The cost of an output RESCALE of the int32 accumulator run alone (not fused into the op writing it)."""
 
     def input_rescale_beside_int32(self, reader: Term, source: TensorType | None, out: TensorType | None) -> float:

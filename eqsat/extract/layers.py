@@ -1022,6 +1022,27 @@ def _shifts_only(term: Term) -> bool:
     return term.op == "Rescale" and len(term.attrs[1]) == 1 and math.frexp(term.attrs[1][0])[0] == 0.5
 
 
+def rescales_behind_folded_transposes(g: LiveGraph, folded: Iterable[Hashable]) -> dict[Hashable, Layer]:
+    """The RESCALEs of an int32 tensor (per tensor or per channel) that read a TRANSPOSE folded into the write of the
+    convolution in front of it (`folded_transposes`): Vela runs each as a layer of its own.
+
+    regor `GraphIrOptimiser::FuseRescale` (compiler/graphir_optimiser.cpp) fuses a RESCALE onto the op writing its
+    input unless `CanFuseRescaleOnProducer` refuses, and that refuses every data-layout op ("Don't fuse to
+    dataLayout opTypes"). It runs on the graph before the scheduler packs the TRANSPOSE into the convolution's write
+    (`SchedulerPacking::PackOperations`), so a convolution's output RESCALE with a transpose moved in front of it is
+    left alone, reading the int32 accumulator (`OUTPUT_RESCALE_ALONE`). The Arm backend's
+    high_rank_permute_fuzz_case_0 on Ethos-U85-256: 17,906 cycles with the (0, 2, 1, 3) transpose behind the
+    convolution's per-channel RESCALE, 53,650 with it in front (the RESCALE alone 35,744); tests/extract/test_layers.py
+    measures both orders. Where the transpose is not folded, it is a layer of its own, which prices the RESCALE
+    it leaves unfused (`vela_cost.ACCUMULATOR_MOVES`)."""
+    folded = set(folded)
+    return {
+        value: Layer(value, LayerKind.OUTPUT_RESCALE_ALONE, (g.type_of(term.args[0]), term.op == "Rescale" and len(term.attrs[1]) > 1))
+        for value, term in g.terms.items()
+        if is_rescale(term) and term.args and term.args[0] in folded and vela_cost.dtype_name(g.type_of(term.args[0])) == "int32"
+    }
+
+
 def rescales_alone(g: LiveGraph, unfused: set[Hashable]) -> dict[Hashable, Layer]:
     """The RESCALEs that Vela runs as layers of their own: the input rescales (`input_rescales_alone`) and the output
     rescales (`output_rescales_alone`), with the ADDs and SUBs run unfused (`unfused_add_subs`)."""
@@ -1198,6 +1219,7 @@ DECISIONS = (
     unfused_add_subs,
     input_rescales_alone,
     output_rescales_alone,
+    rescales_behind_folded_transposes,
     elementwise_passes,
     chained_elementwise,
     convolutions_in_nhwc,
@@ -1219,7 +1241,7 @@ def form_layers(g: LiveGraph) -> list[Layer]:
     boundary = transposes_at_graph_io(g)
     concat_copies = copied_concat_inputs(g)
     unfused = unfused_add_subs(g)
-    alone = rescales_alone(g, unfused)
+    alone = rescales_alone(g, unfused) | rescales_behind_folded_transposes(g, folded)
     passes = elementwise_passes(g, unfused)
     clamps = clamps_alone(g)
     reduce_sums = reduce_sums_over_channels(g)

@@ -940,9 +940,10 @@ class VelaCalibratedCost:
         model = self._model_for(f"isolated/clamp/{dtype_name(out)}")
         return float(elements(out)) if model is None else op_cycles(model, OpConfig("isolated/clamp", _basic(out)))
 
-    def standalone_rescale(self, accumulator: TensorType | None) -> float:
-        """What an int32 -> int8 RESCALE of accumulator costs when Vela cannot fuse it into its producer (measured alone)."""
-        model = self._models.get("isolated/rescale/int32->int8")
+    def standalone_rescale(self, accumulator: TensorType | None, per_channel: bool = False) -> float:
+        """What an int32 -> int8 RESCALE of accumulator (per tensor, or per channel) costs when Vela cannot fuse it into
+        its producer (measured alone)."""
+        model = self._models.get("isolated/rescale/int32->int8" + ("/per-channel" if per_channel else ""))
         if model is None:
             return 0.0
         return op_cycles(model, OpConfig("isolated/rescale", _basic(accumulator)))

@@ -26,6 +26,7 @@ from eqsat.extract.layers import (
     input_rescales_alone,
     narrow_slices,
     output_rescales_alone,
+    rescales_behind_folded_transposes,
     readers_of,
     reduce_sums_over_channels,
     removed_accumulator_reshapes,
@@ -1979,6 +1980,52 @@ def _conv_then_add(h: int, w: int, c: int, k: int, form: str) -> bytes:
         b = _rescale(g, "inb", y, shape, "int8", "int32", "add", zero_points=(3, 0))
         g.output(_clamp(g, "act", _rescale(g, "out", _binary(g, "add", "ADD", a, b, shape), shape, "int32", "int8", "add_out"), shape, "int8"))
     return g.tosa.serialize()
+
+
+def _conv_rescale_transpose_tosa(transpose_first: bool, h: int = 8, w: int = 8, c: int = 64) -> bytes:
+    """CLAMP -> 1x1 CONV2D of c channels over (h, w) -> its per-channel output RESCALE and a (0, 2, 1, 3) TRANSPOSE,
+    the transpose in front of the rescale when transpose_first -> 1x1 CONV2D (so that neither output is a graph's)."""
+    from eqsat.calibration.graphs import _conv, conv_accumulator
+
+    g = _Graph()
+    x = _clamp(g, "in", g.input([1, h, w, 16], "int8"), [1, h, w, 16], "int8")
+    acc, shape = conv_accumulator(g, "conv", x, {"h": h, "w": w, "cin": 16, "cout": c, "k": 1, "stride": 1})
+    swapped = [shape[0], shape[2], shape[1], shape[3]]
+
+    def transpose(value: str, dtype: str) -> str:
+        return g.op("t", ts.Op.TRANSPOSE, [value], swapped, dtype, _attr("TransposeAttribute", [0, 2, 1, 3]))
+
+    if transpose_first:
+        y = _rescale(g, "r", transpose(acc, "int32"), swapped, "int32", "int8", "mul_out", channels=c)
+    else:
+        y = transpose(_rescale(g, "r", acc, shape, "int32", "int8", "mul_out", channels=c), "int8")
+    g.output(_conv(g, "next", y, {"h": w, "w": h, "cin": c, "cout": 16, "k": 1, "stride": 1})[0])
+    return g.tosa.serialize()
+
+
+@pytest.mark.parametrize("target", ["ethos-u55-128", "ethos-u85-256"])
+def test_a_transpose_moved_in_front_of_a_convolutions_output_rescale_leaves_the_rescale_alone(target):
+    """CONV2D -> per-channel RESCALE -> TRANSPOSE against CONV2D -> TRANSPOSE -> RESCALE: on Ethos-U85 Vela folds the
+    transpose into the convolution's write either way, and the RESCALE behind it then runs alone
+    (`rescales_behind_folded_transposes`); the model ranks the two orders as Vela does, and prices that RESCALE
+    within the calibrated isolated rescale's error of Vela's layer."""
+    model = VelaCalibratedCost(target)
+    vela, priced = {}, {}
+    for transpose_first in (False, True):
+        data = _conv_rescale_transpose_tosa(transpose_first)
+        terms, roots, type_of = _read_tosa(data)
+        g = LiveGraph.of(terms, roots, type_of, model)
+        alone = rescales_behind_folded_transposes(g, folded_transposes(g))
+        rescale = [v for v, term in terms.items() if term.op == "Rescale" and len(term.attrs[1]) > 1][0]  # the first's, in graph order
+        assert list(alone) == ([rescale] if transpose_first and model.folds_transpose_into_producer else [])
+        layers = estimate(data, target).layers
+        vela[transpose_first], priced[transpose_first] = sum(layer.cycles_total for layer in layers), graph_cost(terms, roots, type_of, model)
+        if alone:
+            (vela_rescale,) = [layer.cycles_total for layer in layers if layer.operator == "Rescale" and layer.cycles_total > 0]
+            error = model._models["isolated/rescale/int32->int8/per-channel"]["mape"] / 100
+            assert layer_cycles(alone[rescale], g, term_costs(model, {})) == pytest.approx(vela_rescale, rel=error)
+    assert vela[True] > vela[False]
+    assert priced[True] > priced[False]
 
 
 def _read_tosa(data: bytes):
