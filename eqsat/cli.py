@@ -137,7 +137,7 @@ def _fuzz(arguments: argparse.Namespace) -> int:
     from eqsat import fuzz
 
     started = time.monotonic()
-    targets = tuple(arguments.target or fuzz.TARGETS)
+    targets = tuple(configuration_of(arguments, target) for target in arguments.target or fuzz.TARGETS)
     stop_at = None if arguments.seconds is None else time.time() + arguments.seconds
     result = fuzz.run_parallel(arguments.n, arguments.seed, targets, arguments.jobs, stop_at=stop_at)
     seconds = time.monotonic() - started
@@ -157,7 +157,7 @@ def _fuzz(arguments: argparse.Namespace) -> int:
         command = "python -m eqsat.cli fuzz " + " ".join(sys.argv[sys.argv.index("fuzz") + 1 :]) if "fuzz" in sys.argv else "eqsat fuzz"
         with open(arguments.markdown, "a") as out:
             out.write(
-                f"\n## {result.graphs} graphs, each optimized for {' and '.join(targets)}, seed {arguments.seed}"
+                f"\n## {result.graphs} graphs, each optimized for {' and '.join(t.name for t in targets)}, seed {arguments.seed}"
                 f"{f' (jobs: seeds {arguments.seed}..{arguments.seed + arguments.jobs - 1})' if arguments.jobs > 1 else ''}\n\n"
                 f"    {command}\n\n"
                 f"Mismatches: {len(result.failures)}. Graphs the pass gave up on at its budget: {len(result.gave_up)}. Wall time: {seconds / 60:.0f} min {seconds % 60:.0f} s"
@@ -267,7 +267,8 @@ def parser() -> argparse.ArgumentParser:
         help="optimize random TOSA graphs and check them bit-exact",
         description="Draw random TOSA-dialect graphs, optimize each with eqsat and compare both graphs bit for bit "
         "with an exact evaluator; print every mismatch shrunk to a Python reproducer. Exit status 1 on a mismatch.",
-        epilog="example: eqsat fuzz --n 10000 --seed 1 --target ethos-u85-256",
+        epilog="example: eqsat fuzz --n 10000 --seed 1 --target ethos-u85-256; "
+        "eqsat fuzz --target ethos-u65-256 --target ethos-u65-512 --memory-mode Shared_Sram",
     )
     fuzz_command.add_argument("--n", type=int, default=500, help="how many random graphs (default: 500)")
     fuzz_command.add_argument("--seed", type=int, default=0, help="random seed (default: 0)")
@@ -281,6 +282,7 @@ def parser() -> argparse.ArgumentParser:
     fuzz_command.add_argument("--jobs", type=int, default=1, help="processes, seeds SEED, SEED + 1, ... (default: 1)")
     fuzz_command.add_argument("--seconds", type=float, default=None, help="stop drawing new graphs after this long (default: no limit)")
     fuzz_command.add_argument("--markdown", default=None, metavar="PATH", help="append the per-law table, command line and seed to this file")
+    configuration_arguments(fuzz_command, "of every target")
     fuzz_command.set_defaults(handler=_fuzz)
     targets_command = commands.add_parser(
         "targets",

@@ -64,6 +64,7 @@ from torch import fx
 
 from eqsat import pipeline, rules, soundness
 from eqsat.bridge_fx import ZERO_SIZE_REFUSAL
+from eqsat.configuration import Configuration
 from eqsat.errors import EqsatError
 from eqsat.graph_builder import GraphBuilder
 from eqsat.ir import MAX_RANK
@@ -84,6 +85,13 @@ DTYPES = {"int8": torch.int8, "int16": torch.int16}
 
 TARGETS = ("ethos-u55-128", "ethos-u85-256")
 """The targets the fuzzer optimizes for: each has its own cost model, so its own extractions."""
+
+Target = Configuration | str
+"""What the fuzzer optimizes for: a configuration, or a target at its default configuration."""
+
+
+def configuration_of(target: Target) -> Configuration:
+    return target if isinstance(target, Configuration) else Configuration.of(target)
 
 
 @dataclass(frozen=True)
@@ -855,7 +863,7 @@ def check_every_enode(spec: GraphSpec, trials: int = 2) -> EnodeCheck:
         return EnodeCheck(dict(saturated.result.rule_matches), enodes)
 
 
-def check(spec: GraphSpec, target: str = "ethos-u55-128", trials: int = 2, every_enode: bool = True) -> str | None:
+def check(spec: GraphSpec, target: Target = "ethos-u55-128", trials: int = 2, every_enode: bool = True) -> str | None:
     """Optimize the spec's graph and compare it with the original; None if bit-exact, else what went wrong.
     every_enode: also check every e-node of its saturated e-graph (check_every_enode) first.
 
@@ -875,7 +883,15 @@ def check(spec: GraphSpec, target: str = "ethos-u55-128", trials: int = 2, every
             return f"every-e-node check {error}"
     original = spec.build()
     with TosaLoweringContext(TOSA_SPEC), _quiet(spec.has_zero_size()):
-        optimized, report = pipeline.optimize(original, target=target, accept="always")
+        configuration = configuration_of(target)
+        optimized, report = pipeline.optimize(
+            original,
+            target=configuration.target,
+            accept="always",
+            system_config=configuration.system_config,
+            memory_mode=configuration.memory_mode,
+            config_ini=configuration.config_ini,
+        )
     if spec.has_zero_size():
         refused = report.fallback is not None and ZERO_SIZE_REFUSAL in report.fallback and optimized is original
         return None if refused else f"a graph with a zero-size tensor was not refused: fallback {report.fallback!r}"
@@ -928,7 +944,7 @@ class FuzzFailure(EqsatError):
 
 
 def assert_optimizes_exactly(
-    specs: list[GraphSpec], target: str = "ethos-u55-128", seen: FuzzRun | None = None, every_enode: bool = True
+    specs: list[GraphSpec], target: Target = "ethos-u55-128", seen: FuzzRun | None = None, every_enode: bool = True
 ) -> list[str]:
     """Check every e-node of each spec's saturated e-graph (check_every_enode, unless every_enode is False),
     then optimize the batch in one optimizer run (the run's fixed cost dominates small graphs) and compare
@@ -976,7 +992,7 @@ def assert_optimizes_exactly(
     return gave_up
 
 
-def _fail(problem: str, culprit: GraphSpec, target: str) -> None:
+def _fail(problem: str, culprit: GraphSpec, target: Target) -> None:
     """Raise FuzzFailure for culprit, pruned to the steps its outputs need if it still fails without the others."""
     pruned = culprit.pruned()
     if pruned != culprit and (still := check(pruned, target)) is not None:
@@ -1085,7 +1101,7 @@ class FuzzRun:
 def run(
     n: int,
     seed_value: int = 0,
-    targets: tuple[str, ...] = TARGETS,
+    targets: tuple[Target, ...] = TARGETS,
     batch: int = BATCH,
     progress: Callable[[FuzzRun], None] | None = None,
     stop_at: float | None = None,
@@ -1114,7 +1130,7 @@ def run(
         try:
             for position, target in enumerate(targets):
                 gave_up = assert_optimizes_exactly(specs, target, seen=result if position == 0 else None, every_enode=position == 0)
-                result.gave_up.extend(f"{target}: {reproducer}" for reproducer in gave_up)
+                result.gave_up.extend(f"{configuration_of(target).name}: {reproducer}" for reproducer in gave_up)
         except FuzzFailure:
             result.failing_batches += 1
             raise
@@ -1131,7 +1147,7 @@ def run(
     return result
 
 
-def run_parallel(n: int, seed_value: int, targets: tuple[str, ...], jobs: int, stop_at: float | None = None, quiet: bool = False) -> FuzzRun:
+def run_parallel(n: int, seed_value: int, targets: tuple[Target, ...], jobs: int, stop_at: float | None = None, quiet: bool = False) -> FuzzRun:
     """run() in `jobs` processes (spawned: a forked egglog or torch can hang), n / jobs graphs each under
     seeds seed_value, seed_value + 1, ...; their counts added up. Each job prints its progress every
     PROGRESS_EVERY graphs unless quiet."""
@@ -1151,7 +1167,7 @@ PROGRESS_EVERY = 500
 """Graphs between two progress lines of a job."""
 
 
-def _run_job(n: int, seed_value: int, targets: tuple[str, ...], stop_at: float | None, announce: tuple[int, int, float] | None) -> FuzzRun:
+def _run_job(n: int, seed_value: int, targets: tuple[Target, ...], stop_at: float | None, announce: tuple[int, int, float] | None) -> FuzzRun:
     """One job of run_parallel; announce: (job number, jobs, start time) to print progress, or None."""
     reported = 0
 

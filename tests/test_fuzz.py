@@ -182,7 +182,7 @@ def test_a_wrong_optimizer_is_caught_and_reported_with_a_reproducer(monkeypatch)
     assert "Step('transpose', (3,), ((0, 2, 3, 1),))" in message and "Step('clamp', (0,), (0, 9))" not in message
 
 
-def _giving_up_optimizer(graph_module, target, accept):
+def _giving_up_optimizer(graph_module, target, accept, **options):
     """The pass at its budget on any graph with a TRANSPOSE (the real one gives up on a rank-6 transpose
     chain whose transpose laws grow its e-graph twentyfold in one iteration: fuzz.md)."""
     if any(n.target == fuzz.TOSA.TRANSPOSE.default for n in graph_module.graph.nodes):
@@ -198,8 +198,19 @@ def test_a_graph_the_pass_gives_up_on_at_its_budget_is_recorded_not_failed(monke
     assert "Step('clamp', (0,), (0, 9))" not in gave_up[0]
 
 
+def test_a_configuration_reaches_the_pass_that_the_fuzzer_runs():
+    """ethos-u65-256 at its default memory mode (Dedicated_Sram_384KB) is refused, so its graphs come back as fallbacks;
+    at Shared_Sram, which eqsat prices, the same graph is optimized and checked."""
+    from eqsat.configuration import Configuration
+
+    spec = GraphSpec(inputs=((2, 3, 4),), steps=(Step("transpose", (0,), ((1, 0, 2),)), Step("transpose", (1,), ((1, 0, 2),))), outputs=(2,))
+    refused = fuzz.check(spec, "ethos-u65-256")
+    assert refused is not None and refused.startswith("fallback") and "Dedicated_Sram_384KB" in refused
+    assert fuzz.check(spec, Configuration.of("ethos-u65-256", memory_mode="Shared_Sram")) is None
+
+
 def test_any_other_fallback_is_a_failure(monkeypatch):
-    def falling_back(graph_module, target, accept):
+    def falling_back(graph_module, target, accept, **options):
         return graph_module, Report(target=target, fallback="EqsatError: no finite-cost term for root classes")
 
     monkeypatch.setattr(fuzz.pipeline, "optimize", falling_back)
