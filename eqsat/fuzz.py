@@ -102,6 +102,7 @@ class Step:
     transpose (perm,), concat (axis,), slice (start, size), reshape (shape,),
     pad (padding, value), clamp (low, high), reverse (axis,), table (seed,),
     rescale (scale, in_zp, out_zp), add, sub and mul (scale_a, scale_b, scale_out, zp_a, zp_b, zp_out),
+    shared_binary (op, scale_in, scale_out, zp_in, zp_out),
     rescale_pair (wide_scale, scale, in_zp, out_zp), concat_of_rescales (axis, scales, in_zp, out_zp),
     reduce_sum (axis, scale_in, scale_out, zp_in, zp_out), reduce_max (axis,), reduce_min (axis,).
 
@@ -228,6 +229,16 @@ def _build_binary(op: Any) -> Callable[..., fx.Node]:
     return build
 
 
+BINARY_OPS = {"add": TOSA.ADD.default, "sub": TOSA.SUB.default, "mul": TOSA.MUL.default}
+
+
+def _build_shared_binary(b: GraphBuilder, xs: list[fx.Node], op: str, scale_in, scale_out, zp_in, zp_out) -> fx.Node:
+    """op(r, r) for r the operand's RESCALE to int32, read by both operand slots (a layer norm's x * x), back to the
+    operand's dtype."""
+    wide = _rescale(b, xs[0], torch.int32, scale_in, zp_in, 0)
+    return _rescale(b, b.call(BINARY_OPS[op], wide, wide), _dtype(xs[0]), scale_out, 0, zp_out)
+
+
 def _build_reduce_sum(b: GraphBuilder, xs: list[fx.Node], axis, scale_in, scale_out, zp_in, zp_out) -> fx.Node:
     wide = _rescale(b, xs[0], torch.int32, scale_in, zp_in, 0)
     return _rescale(b, b.call(TOSA.REDUCE_SUM.default, wide, axis=axis), _dtype(xs[0]), scale_out, 0, zp_out)
@@ -279,9 +290,8 @@ _BUILDERS: dict[str, Callable[..., fx.Node]] = {
     "clamp": lambda b, xs, low, high: b.call(TOSA.CLAMP.default, xs[0], low, high),
     "reverse": lambda b, xs, axis: b.call(TOSA.REVERSE.default, xs[0], axis=axis),
     "table": _build_table,
-    "add": _build_binary(TOSA.ADD.default),
-    "sub": _build_binary(TOSA.SUB.default),
-    "mul": _build_binary(TOSA.MUL.default),
+    **{name: _build_binary(op) for name, op in BINARY_OPS.items()},
+    "shared_binary": _build_shared_binary,
     "rescale_pair": _build_rescale_pair,
     "concat_of_rescales": _build_concat_of_rescales,
     "reduce_sum": _build_reduce_sum,
@@ -509,6 +519,20 @@ def _step_binary(op: str) -> Callable[..., int]:
         return g.add_step(Step(op, (k, other), attrs), _like(value, out, zp_out))
 
     return step
+
+
+def _step_shared_binary(draw, g: _Drafting, k: int) -> int:
+    """k op k, as k's RESCALE to int32 read by both operand slots (split-shared-operand-rescale), or half the time
+    with a RESCALE of k of its own for each slot (the same parameters: the law has nothing to split)."""
+    value = g.values[k]
+    op = draw(st.sampled_from(sorted(BINARY_OPS)))
+    scale_in, scale_out = draw(MUL_SCALES[value.dtype] if op == "mul" else scales), _scale(draw, value.shape[-1])
+    zp_out = draw(zero_points(value.dtype))
+    if draw(st.booleans()):
+        step = Step("shared_binary", (k,), (op, scale_in, scale_out, value.zero_point, zp_out))
+    else:
+        step = Step(op, (k, k), (scale_in, scale_in, scale_out, value.zero_point, value.zero_point, zp_out))
+    return g.add_step(step, _like(value, value.shape, zp_out))
 
 
 def _reduced(shape: tuple[int, ...], axis: int) -> tuple[int, ...]:
@@ -778,6 +802,7 @@ STEP_KINDS: dict[str, Callable[..., int]] = {
     "add": _step_binary("add"),
     "sub": _step_binary("sub"),
     "mul": _step_binary("mul"),
+    "shared-binary": _step_shared_binary,
     "reduce_sum": _step_reduce_sum,
     "reduce_max": _step_reduce_extreme("reduce_max"),
     "reduce_min": _step_reduce_extreme("reduce_min"),

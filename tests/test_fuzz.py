@@ -64,6 +64,8 @@ AIMED_STEPS = [
     ("rescale_pair", "int16", "rescale-rescale-exact-int16"),
     ("per-channel-rescale_pair", "int8", "rescale-per-channel-rescale-exact-int8"),
     ("per-channel-rescale_pair", "int16", "rescale-per-channel-rescale-exact-int16"),
+    ("shared-binary", "int8", "split-shared-operand-rescale"),
+    ("shared-binary", "int16", "split-shared-operand-rescale"),
     ("moved-pad", "int8", "slice-inside-pad-*"),
     ("moved-pad", "int16", "transpose-through-pad"),
 ]
@@ -124,7 +126,7 @@ def test_relu_concat_under_a_shared_zero_point_optimizes_bit_exact():
 def test_generated_graphs_cover_every_op_rank_dtype_and_rescale_form():
     kinds, ranks, dtypes, rescales, dims = set(), set(), set(), set(), set()
 
-    @settings(max_examples=100, derandomize=True, database=None, deadline=None)
+    @settings(max_examples=200, derandomize=True, database=None, deadline=None)
     @given(fuzz.graph_specs(zero_size=True))
     def collect(spec):
         kinds.update(step.op for step in spec.steps)

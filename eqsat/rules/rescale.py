@@ -23,6 +23,12 @@ Laws:
   analysis' prefix_min gives the smallest). Anything that would round twice
   (two rescales with fractional scales) is left out, and so is a per-channel
   first rescale (its exponent would differ per channel);
+- sharing: an elementwise op that reads one RESCALE in both operand slots (a
+  layer norm's x * x) reads it and a copy of it under another tag instead. Vela
+  fuses a RESCALE into the op reading it only when that op is its one reader
+  (regor `GraphIrOptimiser::FuseRescale`); shared, the rescale runs alone and
+  so does the op's output rescale (a (1, 64, 32) x * x: 14,224 against 5,008
+  cycles on Ethos-U55-128, 12,224 against 2,240 on Ethos-U85-256);
 - transpose, slice and reshape move below a rescale (towards the inputs,
   so saturation terminates), a concat of equally rescaled inputs becomes a
   rescale of the concat. A per-channel rescale only moves where its channel
@@ -58,6 +64,7 @@ from eqsat.rules.guards import (
     is_per_tensor,
     keeps_last_axis,
     same_last_dim,
+    two_operands,
 )
 from eqsat.terms import Tensor, dtype, shape
 
@@ -199,6 +206,20 @@ def _data_movement_through_rescale():
         x.reshape(s).rescale(out_dtype, m, sh, in_zp, out_zp, tag),
         i64(1) < m.length(),
         *same_last_dim(s, shape(x)),
+    )
+
+
+@rescale.register
+def _shared_operand_rescale():
+    key, operands, shared = var("key", String), var("operands", Vec[Tensor]), var("shared", Tensor)
+    # f(r, r) == f(r, r')  for r = rescale(x, P, tag) and r' = rescale(x, P, -1 - tag), f elementwise: r' is r under
+    #   another tag (the same values), so that each operand slot reads a RESCALE of its own
+    yield law(
+        "split-shared-operand-rescale",
+        Tensor.elementwise(key, operands),
+        Tensor.elementwise(key, Vec(shared, x.rescale(out_dtype, m, sh, in_zp, out_zp, i64(-1) - tag))),
+        *two_operands(operands, shared, shared),
+        eq(shared).to(x.rescale(out_dtype, m, sh, in_zp, out_zp, tag)),
     )
 
 

@@ -598,3 +598,45 @@ def test_slice_of_channels_through_per_channel_rescale_is_sound(data, shape, dty
         r = g.call(RESCALE, x, torch.int8, scales, zero_point_for(dtype, data.draw(zero_points)), data.draw(zero_points))
         start, size = data.draw(box_of(shape, keep_last=False))
         tosa_reference.assert_every_extraction_agrees(Saturated(g.output(slice_(g, r, start, size)), rescale))
+
+
+# ---------------------------------------------------------------- split-shared-operand-rescale
+
+MUL, ADD = TOSA.MUL.default, TOSA.ADD.default
+
+
+def test_split_shared_operand_rescale_fires():
+    g = GraphBuilder()
+    r = g.call(RESCALE, g.input("x", (1, 4, 8)), torch.int32, [1.0], -26, 0)
+    s = Saturated(g.output(g.call(RESCALE, g.call(MUL, r, r), torch.int8, [0.001], 0, 0)), rescale)
+    assert s.fired("split-shared-operand-rescale") == 1
+
+
+def test_split_shared_operand_rescale_does_not_fire_on_two_rescales_or_two_sources():
+    g = GraphBuilder()
+    x, y = g.input("x", (1, 4, 8)), g.input("y", (1, 4, 8))
+    apart = g.call(MUL, g.call(RESCALE, x, torch.int32, [1.0], -26, 0), g.call(RESCALE, x, torch.int32, [1.0], -26, 0))
+    other = g.call(MUL, g.call(RESCALE, x, torch.int32, [1.0], 3, 0), g.call(RESCALE, y, torch.int32, [1.0], 3, 0))
+    s = Saturated(g.output(apart, other), rescale)
+    assert s.fired("split-shared-operand-rescale") == 0
+
+
+# measured: fires in 100 of 100 cases; the share stated is 0.1 less
+@law_fires_in(0.9, "split-shared-operand-rescale")
+@SOUNDNESS
+@given(
+    shape=shapes,
+    dtype=narrow,
+    zp=zero_points,
+    scale=st.sampled_from([1.0, 0.5, 2.0**-11]) | st.floats(2.0**-12, 4.0),
+    op=st.sampled_from(["MUL", "ADD", "SUB"]),
+)
+def test_split_shared_operand_rescale_is_sound(shape, dtype, zp, scale, op):
+    """x (int8 or int16, over its full range) rescaled to int32 and read by both operand slots of a MUL, ADD or SUB,
+    rescaled back to int8."""
+    with tosa_lowering():
+        g = GraphBuilder()
+        r = g.call(RESCALE, g.input("x", shape, dtype), torch.int32, [scale], zero_point_for(dtype, zp), 0)
+        both = g.call(getattr(TOSA, op).default, r, r)
+        out = g.call(RESCALE, both, torch.int8, [2.0**-12], 0, 0)
+        tosa_reference.assert_every_extraction_agrees(Saturated(g.output(out), rescale))
