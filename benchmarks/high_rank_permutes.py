@@ -31,20 +31,15 @@ def measure_case(case: int, target: str) -> Comparison:
     return compare(f"high_rank_permute_fuzz_case_{case}", built.module, built.inputs, target, calibration_inputs=inputs)
 
 
-def _sign(before: float, after: float) -> int:
-    return (after > before) - (after < before)
-
-
 def row(case: int, target: str, comparison: Comparison) -> str:
     stock, optimized = comparison.stock.cycles_total, comparison.optimized.cycles_total
     predicted_before = sum(r["cost_before"] for r in comparison.reports)
     predicted_after = sum(r["cost_after"] for r in comparison.reports)
-    changed = any(r["changed"] for r in comparison.reports)
     vela_change = f"{optimized:,} ({optimized / stock - 1:+.1%})" if optimized != stock else f"{optimized:,}"
-    predicted = f"{predicted_before:,.0f} → {predicted_after:,.0f}" if changed else "unchanged"
-    agrees = "yes" if _sign(predicted_before, predicted_after) == _sign(stock, optimized) else "**no**"
+    predicted = f"{predicted_before:,.0f} → {predicted_after:,.0f}" if any(r["changed"] for r in comparison.reports) else "unchanged"
+    agrees = {True: "yes", False: "**no**", None: "-"}[bench.predicted_direction_agrees(comparison.as_dict())]
     exact = "yes" if comparison.bit_exact else f"**no**: {comparison.mismatch[:60]}"
-    return f"| {case} | {target} | {stock:,} | {vela_change} | {predicted} | {agrees if changed or optimized != stock else '-'} | {exact} |"
+    return f"| {case} | {target} | {stock:,} | {vela_change} | {predicted} | {agrees} | {exact} |"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -70,7 +65,7 @@ def main(argv: list[str] | None = None) -> int:
             lines.append(row(case, target, comparison))
             print(lines[-1], flush=True)
             slower += comparison.optimized.cycles_total > comparison.stock.cycles_total
-            disagreeing += "**no**" in lines[-1].split("|")[6]
+            disagreeing += bench.predicted_direction_agrees(comparison.as_dict()) is False
     lines += ["", f"Slower: {slower}. Predicted in the other sign: {disagreeing}.", ""]
     arguments.out.write_text("\n".join(lines))
     return 1 if slower or disagreeing else 0

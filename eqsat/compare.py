@@ -154,7 +154,7 @@ def compare(
     quantization, calibration_inputs and io_layout go to lowering.quantize; options go to eqsat.install (e.g.
     accept="always", rules=()).
     """
-    configuration = target if isinstance(target, Configuration) else Configuration.of(target)
+    configuration = Configuration.resolve(target)
     target = configuration.target
     with tempfile.TemporaryDirectory(prefix="eqsat-compare-") as temporary:
         root = Path(workdir or temporary)

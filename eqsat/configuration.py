@@ -89,6 +89,11 @@ class Configuration:
             DEFAULT_CONFIG_INI if config_ini is None else config_ini,
         )
 
+    @classmethod
+    def resolve(cls, target: Configuration | str) -> Configuration:
+        """target itself, or a target alone at its default configuration (`of`)."""
+        return target if isinstance(target, Configuration) else cls.of(target)
+
     @property
     def is_default(self) -> bool:
         """Whether this is the configuration EthosUCompileSpec(target) picks when given only the target."""

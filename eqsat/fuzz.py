@@ -90,10 +90,6 @@ Target = Configuration | str
 """What the fuzzer optimizes for: a configuration, or a target at its default configuration."""
 
 
-def configuration_of(target: Target) -> Configuration:
-    return target if isinstance(target, Configuration) else Configuration.of(target)
-
-
 @dataclass(frozen=True)
 class Step:
     """One op of a spec: `op` applied to earlier values `operands`, with attributes.
@@ -799,9 +795,7 @@ STEP_KINDS: dict[str, Callable[..., int]] = {
     "clamp": _step_clamp,
     "reverse": _step_reverse,
     "table": _step_table,
-    "add": _step_binary("add"),
-    "sub": _step_binary("sub"),
-    "mul": _step_binary("mul"),
+    **{name: _step_binary(name) for name in BINARY_OPS},
     "shared-binary": _step_shared_binary,
     "reduce_sum": _step_reduce_sum,
     "reduce_max": _step_reduce_extreme("reduce_max"),
@@ -908,7 +902,7 @@ def check(spec: GraphSpec, target: Target = "ethos-u55-128", trials: int = 2, ev
             return f"every-e-node check {error}"
     original = spec.build()
     with TosaLoweringContext(TOSA_SPEC), _quiet(spec.has_zero_size()):
-        configuration = configuration_of(target)
+        configuration = Configuration.resolve(target)
         optimized, report = pipeline.optimize(
             original,
             target=configuration.target,
@@ -1155,7 +1149,7 @@ def run(
         try:
             for position, target in enumerate(targets):
                 gave_up = assert_optimizes_exactly(specs, target, seen=result if position == 0 else None, every_enode=position == 0)
-                result.gave_up.extend(f"{configuration_of(target).name}: {reproducer}" for reproducer in gave_up)
+                result.gave_up.extend(f"{Configuration.resolve(target).name}: {reproducer}" for reproducer in gave_up)
         except FuzzFailure:
             result.failing_batches += 1
             raise

@@ -164,7 +164,7 @@ def lower(
     """
     workdir = Path(workdir)
     _require_no_tosa_artifacts(workdir)
-    configuration = target if isinstance(target, Configuration) else Configuration.of(target)
+    configuration = Configuration.resolve(target)
     spec = compile_spec(configuration).dump_intermediate_artifacts_to(str(workdir))
     start = time.perf_counter()
     with _stdout_kept_for_errors():

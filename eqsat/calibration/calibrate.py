@@ -369,7 +369,7 @@ def calibrate(
     them are measured (`feeds`: a refit of the transposes of an Ethos-U85 measures 486 of its 1293 samples).
     """
     started = time.perf_counter()
-    configuration = target if isinstance(target, Configuration) else Configuration.of(target)
+    configuration = Configuration.resolve(target)
     target = configuration.target
     if samples is None:
         samples = grid(target, "fit", scale) + grid(target, "heldout", scale)
